@@ -1,0 +1,27 @@
+# The two set-up commands of the README: `make demo` and `make test`. Both create .venv themselves.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STORE  := .demo-store
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/explain-pipeline: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(BIN)/explain-pipeline
+	rm -rf $(STORE)
+	$(BIN)/explain-pipeline ingest data/attempts --store $(STORE)
+
+test: $(BIN)/explain-pipeline
+	$(BIN)/ruff check pipeline tests benchmarks data
+	$(BIN)/python -m pytest -q
+
+bench: $(BIN)/explain-pipeline
+	$(BIN)/python benchmarks/bench_assess.py
+
+clean:
+	rm -rf $(VENV) $(STORE) .pytest_cache
