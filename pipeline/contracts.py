@@ -1,0 +1,114 @@
+"""The data contracts: JSON Schemas of the input documents and column types of every table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+import pyarrow as pa
+
+PARTITION = "campaign_id"
+
+ColumnType = Literal["string", "int64", "float64", "bool", "timestamp"]
+
+_POLARS: dict[str, pl.DataType] = {
+    "string": pl.String(),
+    "int64": pl.Int64(),
+    "float64": pl.Float64(),
+    "bool": pl.Boolean(),
+    "timestamp": pl.Datetime("us", "UTC"),
+}
+_ARROW: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "int64": pa.int64(),
+    "float64": pa.float64(),
+    "bool": pa.bool_(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+}
+
+
+def contracts_dir(kind: Literal["schemas", "queries"]) -> Path:
+    """The folder of schemas or queries: packaged copy in a wheel, the repo's folder in a checkout."""
+    packaged = Path(__file__).parent / "_contracts" / kind
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / kind
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+    nullable: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    kind: Literal["input", "output"]
+    key: tuple[str, ...]
+    columns: tuple[Column, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def file_columns(self) -> list[str]:
+        """Columns stored inside the Parquet files (the partition column lives in the path)."""
+        return [c.name for c in self.columns if c.name != PARTITION]
+
+    def polars_schema(self, *, with_partition: bool = True) -> pl.Schema:
+        return pl.Schema(
+            {c.name: _POLARS[c.type] for c in self.columns if with_partition or c.name != PARTITION}
+        )
+
+    def arrow_schema(self, *, with_partition: bool = True) -> pa.Schema:
+        return pa.schema(
+            [
+                pa.field(c.name, _ARROW[c.type], nullable=c.nullable)
+                for c in self.columns
+                if with_partition or c.name != PARTITION
+            ]
+        )
+
+    def conform(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        """Select exactly this table's columns, in order, cast to their declared types."""
+        return frame.select(
+            [pl.col(c.name).cast(_POLARS[c.type], strict=True) for c in self.columns]
+        )
+
+    def empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self.polars_schema())
+
+
+@cache
+def tables() -> dict[str, Table]:
+    raw = json.loads((contracts_dir("schemas") / "tables.json").read_text(encoding="utf-8"))
+    return {
+        name: Table(
+            name=name,
+            kind=spec["kind"],
+            key=tuple(spec["key"]),
+            columns=tuple(
+                Column(c["name"], c["type"], c["nullable"], c.get("description", ""))
+                for c in spec["columns"]
+            ),
+        )
+        for name, spec in raw["tables"].items()
+    }
+
+
+def table(name: str) -> Table:
+    return tables()[name]
+
+
+@cache
+def document_schema(kind: Literal["campaign", "attempt", "mechanism", "measurement"]) -> Any:
+    path = contracts_dir("schemas") / f"{kind}.schema.json"
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,40 @@
+"""Library errors and the exit codes the CLI turns them into (documented in README and --help)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    REJECTED = 1  # some input was rejected (ingest) or a file could not be read
+    USAGE = 2  # bad option, unknown campaign, bad SQL
+    INTEGRITY = 3  # a campaign is blocked by an integrity error (SPEC 6)
+    INTERNAL = 4  # a bug: an unexpected error, reported without a traceback unless --debug
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 some input rejected; 2 usage error (bad option, unknown "
+    "campaign, bad query); 3 integrity error (a campaign is blocked); 4 internal error."
+)
+
+
+class ExplainError(Exception):
+    """An error the user can act on; the CLI prints its message and exits with its code."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(ExplainError):
+    exit_code = ExitCode.USAGE
+
+
+class StoreError(ExplainError):
+    """The store cannot be read or written (permissions, a damaged file)."""
+
+    exit_code = ExitCode.REJECTED

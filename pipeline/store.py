@@ -1,0 +1,229 @@
+"""The Parquet store: hive-partitioned tables and all-or-nothing multi-file writes.
+
+Layout: ``<store>/<table>/campaign_id=<id>/data.parquet``. The partition column lives in the
+path only, so Polars, PyArrow and DuckDB read each table as a hive-partitioned dataset.
+
+Writes are transactions over whole partitions. Each new file is written beside its target under a
+hidden name (``.data.parquet.<txid>.tmp``: dot-prefixed, so dataset readers skip it), then a journal
+listing every rename is committed by an atomic rename into ``_txn/``, then the renames are applied
+and the journal removed. A crash before the journal commit leaves the store as it was (stray
+hidden files are removed by the next writer); a crash after it is rolled forward by the next
+``Store`` that opens the folder. Either way the store is as before the write, or as after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.contracts import PARTITION, table
+from pipeline.errors import StoreError
+
+DEFAULT_STORE = ".explain-store"
+DATA_FILE = "data.parquet"
+_TXN_DIR = "_txn"
+_LOCK_FILE = ".lock"
+
+
+def resolve_store_path(path: str | os.PathLike[str] | None) -> Path:
+    """--store, else EXPLAIN_STORE, else ./.explain-store."""
+    return Path(path or os.environ.get("EXPLAIN_STORE") or DEFAULT_STORE)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class _Op:
+    target: Path
+    staged: Path | None  # None: delete the target
+
+
+@dataclass
+class Transaction:
+    """Collects partition writes; nothing is visible until the transaction commits."""
+
+    store: Store
+    txid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    ops: list[_Op] = field(default_factory=list)
+
+    def put(self, table_name: str, campaign_id: str, frame: pl.DataFrame | pl.LazyFrame) -> None:
+        """Replace one partition with ``frame`` (its rows of that campaign, table columns)."""
+        spec = table(table_name)
+        target = self.store.partition_file(table_name, campaign_id)
+        staged = target.with_name(f".{DATA_FILE}.{self.txid}.tmp")
+        staged.parent.mkdir(parents=True, exist_ok=True)
+        lazy = frame.lazy().with_columns(pl.lit(campaign_id).alias(PARTITION))
+        conformed = spec.conform(lazy).select(spec.file_columns)
+        self.ops.append(_Op(target, staged))
+        conformed.sink_parquet(staged, statistics=True)
+        _fsync_file(staged)
+
+    def delete(self, table_name: str, campaign_id: str) -> None:
+        target = self.store.partition_file(table_name, campaign_id)
+        if target.exists():
+            self.ops.append(_Op(target, None))
+
+    def _journal(self) -> dict[str, object]:
+        root = self.store.root
+        return {
+            "txid": self.txid,
+            "ops": [
+                {
+                    "target": str(op.target.relative_to(root)),
+                    "staged": None if op.staged is None else str(op.staged.relative_to(root)),
+                }
+                for op in self.ops
+            ],
+        }
+
+    def commit(self) -> None:
+        if not self.ops:
+            return
+        journal_dir = self.store.root / _TXN_DIR
+        journal_dir.mkdir(parents=True, exist_ok=True)
+        final = journal_dir / f"{self.txid}.json"
+        pending = journal_dir / f".{self.txid}.json.tmp"
+        pending.write_text(json.dumps(self._journal()), encoding="utf-8")
+        _fsync_file(pending)
+        os.replace(pending, final)  # the commit point
+        _fsync_dir(journal_dir)
+        self.store._apply_journal(final)
+
+    def abandon(self) -> None:
+        for op in self.ops:
+            if op.staged is not None:
+                op.staged.unlink(missing_ok=True)
+
+
+class Store:
+    """A folder of hive-partitioned Parquet tables."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        if (self.root / _TXN_DIR).is_dir():
+            with self._locked():
+                self._recover()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Store:
+        return cls(resolve_store_path(path))
+
+    # -- layout -----------------------------------------------------------------------------
+    def table_dir(self, table_name: str) -> Path:
+        return self.root / table_name
+
+    def partition_file(self, table_name: str, campaign_id: str) -> Path:
+        return self.table_dir(table_name) / f"{PARTITION}={campaign_id}" / DATA_FILE
+
+    def campaign_ids(self, table_name: str = "campaigns") -> list[str]:
+        """Campaigns with a partition in ``table_name``, sorted."""
+        base = self.table_dir(table_name)
+        if not base.is_dir():
+            return []
+        prefix = f"{PARTITION}="
+        return sorted(
+            p.name[len(prefix) :]
+            for p in base.iterdir()
+            if p.name.startswith(prefix) and (p / DATA_FILE).is_file()
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+    def scan(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> pl.LazyFrame:
+        """The table as a LazyFrame with its declared columns (optionally only some campaigns)."""
+        spec = table(table_name)
+        wanted = self.campaign_ids(table_name) if campaign_ids is None else list(campaign_ids)
+        present = [(c, f) for c in wanted if (f := self.partition_file(table_name, c)).is_file()]
+        if not present:
+            return spec.empty().lazy()
+        frames = [
+            pl.scan_parquet(f).with_columns(pl.lit(c, dtype=pl.String).alias(PARTITION))
+            for c, f in present
+        ]
+        return spec.conform(pl.concat(frames, how="diagonal_relaxed"))
+
+    def read(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> pl.DataFrame:
+        try:
+            return self.scan(table_name, campaign_ids).collect()
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise StoreError(f"{self.table_dir(table_name)}: cannot read table: {exc}") from exc
+
+    # -- writing ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """All partition writes in the block land together, or none of them does."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._locked():
+            self._recover()
+            self._remove_stray_staging()
+            txn = Transaction(self)
+            try:
+                yield txn
+            except BaseException:
+                txn.abandon()
+                raise
+            txn.commit()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / _LOCK_FILE, "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _apply_journal(self, journal: Path) -> None:
+        ops = json.loads(journal.read_text(encoding="utf-8"))["ops"]
+        touched: set[Path] = set()
+        for op in ops:
+            target = self.root / op["target"]
+            if op["staged"] is None:
+                target.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    target.parent.rmdir()  # only succeeds when the partition is empty
+            else:
+                staged = self.root / op["staged"]
+                if staged.exists():
+                    os.replace(staged, target)
+            touched.add(target.parent)
+        for folder in touched:
+            _fsync_dir(folder)
+        journal.unlink()
+        _fsync_dir(journal.parent)
+
+    def _recover(self) -> None:
+        journal_dir = self.root / _TXN_DIR
+        if not journal_dir.is_dir():
+            return
+        for journal in sorted(journal_dir.glob("*.json")):
+            self._apply_journal(journal)
+        for pending in journal_dir.glob(".*.json.tmp"):
+            pending.unlink(missing_ok=True)
+
+    def _remove_stray_staging(self) -> None:
+        for staged in self.root.glob(f"*/{PARTITION}=*/.{DATA_FILE}.*.tmp"):
+            staged.unlink(missing_ok=True)

@@ -1,0 +1,63 @@
+"""Writing stored attempts in the SPEC 2 folder format (used by simulate and the example data)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline.policy import policy_sha256
+
+
+def _dump(document: Mapping[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_campaign(
+    root: Path,
+    campaign_id: str,
+    *,
+    created_at: str,
+    metric: Mapping[str, str],
+    policy: Mapping[str, Any],
+    kind: str = "project",
+) -> Path:
+    """Write ``<root>/<campaign_id>/campaign.json`` with the digest of its canonical policy."""
+    folder = root / campaign_id
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {
+        "schema": "explain-pipeline/campaign/v1",
+        "campaign_id": campaign_id,
+        "kind": kind,
+        "created_at": created_at,
+        "metric": dict(metric),
+        "policy": dict(policy),
+        "policy_sha256": policy_sha256(dict(policy)),
+    }
+    (folder / "campaign.json").write_bytes(_dump(document))
+    return folder
+
+
+def write_attempt(
+    campaign_dir: Path,
+    attempt: Mapping[str, Any],
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    mechanism: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write one attempt folder. With a mechanism, its file is written first and its digest
+    recorded in attempt.json, as a harness does when the declaration is saved before the run.
+    ``attempt`` must then carry ``declared_at``."""
+    folder = campaign_dir / str(attempt["attempt_id"])
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {"schema": "explain-pipeline/attempt/v1", **attempt}
+    if mechanism is not None:
+        body = _dump({"schema": "explain-pipeline/mechanism/v1", **mechanism})
+        (folder / "mechanism.json").write_bytes(body)
+        document["mechanism_sha256"] = hashlib.sha256(body).hexdigest()
+    (folder / "attempt.json").write_bytes(_dump(document))
+    lines = "".join(json.dumps(run, separators=(",", ":")) + "\n" for run in runs)
+    (folder / "measurements.jsonl").write_text(lines, encoding="utf-8")
+    return folder
