@@ -32,7 +32,7 @@ _ARROW: dict[str, pa.DataType] = {
 
 
 def contracts_dir(kind: Literal["schemas", "queries"]) -> Path:
-    """The folder of schemas or queries: packaged copy in a wheel, the repo's folder in a checkout."""
+    """The schemas or queries folder: the packaged copy in a wheel, else the checkout's."""
     packaged = Path(__file__).parent / "_contracts" / kind
     if packaged.is_dir():
         return packaged

@@ -1,0 +1,145 @@
+"""The paired bootstrap against a plain reference implementation of SPEC 4.2, written here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.bootstrap import paired_intervals, resample_counts
+
+
+def reference_quantile(values: list[float], p: float) -> float:
+    """numpy's "linear" method, written out, with SPEC 4.2's infinity rule."""
+    ordered = sorted(values)
+    size = len(ordered)
+    virtual = size * p + (1 - p) - 1
+    below = math.floor(virtual)
+    above = min(below + 1, size - 1)
+    weight = virtual - below
+    a, b = ordered[below], ordered[above]
+    if math.isinf(b):
+        return a if weight == 0 else math.inf
+    diff = b - a
+    return a + diff * weight if weight < 0.5 else b - diff * (1 - weight)
+
+
+def reference_interval(
+    x: list[float], resamples: int, seed: int, confidence: float
+) -> tuple[float, float, float]:
+    """One quantity, one resample at a time: the obvious loop SPEC 4.2 describes."""
+    n = len(x)
+    idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
+    stats = []
+    for row in idx:
+        picked = [x[i] for i in row]
+        stats.append(math.inf if math.inf in picked else sum(picked) / n)
+    alpha = (1 - confidence) / 2
+    low = reference_quantile(stats, alpha)
+    high = reference_quantile(stats, 1 - alpha)
+    return math.exp(sum(x) / n), math.exp(low), math.exp(high)
+
+
+def assert_close(actual: float, expected: float) -> None:
+    if math.isinf(expected):
+        assert actual == expected
+    else:
+        assert actual == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 7, 10, 20])
+@pytest.mark.parametrize("seed", [0, 11])
+def test_matches_reference_for_random_columns(n: int, seed: int) -> None:
+    rng = np.random.default_rng(1000 + n)
+    x = rng.normal(0.02, 0.05, size=(n, 4))
+    got = paired_intervals(x, resamples=2000, seed=seed, confidence=0.95)
+    for j in range(x.shape[1]):
+        est, low, high = reference_interval(list(x[:, j]), 2000, seed, 0.95)
+        assert_close(got.estimate[j], est)
+        assert_close(got.low[j], low)
+        assert_close(got.high[j], high)
+
+
+def test_default_resamples_and_other_confidence() -> None:
+    x = np.random.default_rng(5).normal(0.0, 0.1, size=(6, 2))
+    got = paired_intervals(x, resamples=10000, seed=3, confidence=0.9)
+    for j in range(2):
+        est, low, high = reference_interval(list(x[:, j]), 10000, 3, 0.9)
+        assert_close(got.low[j], low)
+        assert_close(got.high[j], high)
+        assert_close(got.estimate[j], est)
+
+
+def test_columns_are_independent_of_chunking_and_neighbours() -> None:
+    x = np.random.default_rng(9).normal(0.0, 0.1, size=(8, 50))
+    whole = paired_intervals(x, resamples=500, seed=1, confidence=0.95)
+    tiny_chunks = paired_intervals(x, resamples=500, seed=1, confidence=0.95, chunk_bytes=1)
+    alone = paired_intervals(x[:, [17]], resamples=500, seed=1, confidence=0.95)
+    # BLAS may order the sums differently for other widths: equal to the last bits, not bitwise.
+    np.testing.assert_allclose(whole.low, tiny_chunks.low, rtol=1e-13)
+    np.testing.assert_allclose(whole.high, tiny_chunks.high, rtol=1e-13)
+    assert alone.low[0] == pytest.approx(whole.low[17], rel=1e-13)
+    assert alone.high[0] == pytest.approx(whole.high[17], rel=1e-13)
+
+
+def test_one_infinite_pair_among_finite_ones() -> None:
+    x = np.array([[0.1], [0.2], [np.inf], [0.05], [0.0]])
+    got = paired_intervals(x, resamples=400, seed=2, confidence=0.95)
+    est, low, high = reference_interval(list(x[:, 0]), 400, 2, 0.95)
+    assert got.estimate[0] == math.inf == est
+    assert_close(got.low[0], low)
+    assert got.high[0] == math.inf == high
+    assert math.isfinite(got.low[0])  # most resamples of 5 miss the vanished pair at the low end
+
+
+def test_all_pairs_infinite() -> None:
+    x = np.full((5, 1), np.inf)
+    got = paired_intervals(x, resamples=100, seed=0, confidence=0.95)
+    assert got.estimate[0] == got.low[0] == got.high[0] == math.inf
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_interpolation_weight_zero_next_to_infinity_gives_the_finite_value(seed: int) -> None:
+    # 5 resamples, confidence 0.5: quantile positions 1.0 and 3.0 exactly (weight 0). With seed 6
+    # one resample holds the infinite pair (high: finite a beside +inf), with seed 7 three do (low).
+    resamples = 5
+    counts = resample_counts(3, resamples=resamples, seed=seed)
+    n_inf = int((counts[:, 0] > 0).sum())
+    assert n_inf == {6: 1, 7: 3}[seed]
+    x = np.array([[np.inf], [0.1], [0.3]])
+    got = paired_intervals(x, resamples=resamples, seed=seed, confidence=0.5)
+    _, low, high = reference_interval([math.inf, 0.1, 0.3], resamples, seed, 0.5)
+    assert_close(got.low[0], low)
+    assert_close(got.high[0], high)
+    finite_stats = sorted((counts[counts[:, 0] == 0] @ np.array([0.0, 0.1, 0.3])) / 3)
+    stats = finite_stats + [math.inf] * n_inf
+    boundary = 3 if seed == 6 else 1  # the order statistic just below the first +inf
+    assert math.isfinite(stats[boundary]) and math.isinf(stats[boundary + 1])
+    got_at_boundary = got.high[0] if seed == 6 else got.low[0]
+    assert got_at_boundary == pytest.approx(math.exp(stats[boundary]), rel=1e-12)
+
+
+def test_no_nan_or_warning_with_infinities_in_a_large_batch() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.normal(0, 0.05, size=(10, 300))
+    x[rng.integers(0, 10, 60), rng.integers(0, 300, 60)] = np.inf
+    got = paired_intervals(x, resamples=1000, seed=0, confidence=0.95, chunk_bytes=8 * 1000 * 7)
+    assert not np.isnan(got.low).any() and not np.isnan(got.high).any()
+    for j in np.flatnonzero(np.isinf(x).any(axis=0))[:5]:
+        _, low, high = reference_interval(list(x[:, j]), 1000, 0, 0.95)
+        assert_close(got.low[j], low)
+        assert_close(got.high[j], high)
+
+
+def test_same_n_uses_the_same_resamples() -> None:
+    a = resample_counts(6, resamples=50, seed=7)
+    b = resample_counts(6, resamples=50, seed=7)
+    np.testing.assert_array_equal(a, b)
+    assert (a.sum(axis=1) == 6).all()
+
+
+@pytest.mark.parametrize("bad", [np.nan, -np.inf])
+def test_rejects_nan_and_negative_infinity(bad: float) -> None:
+    with pytest.raises(ValueError, match="finite or \\+inf"):
+        paired_intervals(np.array([[0.1], [bad]]), resamples=10, seed=0, confidence=0.95)
