@@ -1,0 +1,221 @@
+"""The SPEC 7 simulation: valid stored attempts, right digests and clock, reproducible, and the
+statistics of the model are the ones SPEC states."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from pipeline.cli import main
+from pipeline.contracts import document_schema
+from pipeline.simulate import REGIONS, Model, campaign_generator, draw_runs, simulate
+from pipeline.store import Store
+
+SPEC_SHARES = {"attention": 0.10, "mlp": 0.50, "sampling": 0.25, "comm": 0.15}
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sim")
+    simulate(out, repetitions=(3, 5), attempts=4, seed=7)
+    return out
+
+
+def test_layout_and_documents_follow_the_input_schemas(small: Path) -> None:
+    assert sorted(p.name for p in small.iterdir()) == ["aa-r03", "aa-r05", "gain-r03", "gain-r05"]
+    campaign = small / "gain-r05"
+    assert sorted(p.name for p in campaign.iterdir()) == [
+        "campaign.json", "r000", "r001", "r002", "r003"
+    ]
+    jsonschema.validate(json.loads((campaign / "campaign.json").read_bytes()),
+                        document_schema("campaign"))
+    for attempt in sorted(p for p in campaign.iterdir() if p.is_dir()):
+        jsonschema.validate(json.loads((attempt / "attempt.json").read_bytes()),
+                            document_schema("attempt"))
+        jsonschema.validate(json.loads((attempt / "mechanism.json").read_bytes()),
+                            document_schema("mechanism"))
+        runs = _lines(attempt / "measurements.jsonl")
+        assert [(r["repetition"], r["side"]) for r in runs] == [
+            (rep, side) for rep in range(5) for side in ("baseline", "candidate")
+        ]
+        for run in runs:
+            jsonschema.validate(run, document_schema("measurement"))
+
+
+def test_policy_digest_recomputed_by_hand(small: Path) -> None:
+    document = json.loads((small / "aa-r03" / "campaign.json").read_bytes())
+    assert document["policy"] == {
+        "decision": "median", "require_explanation": False, "min_improvement_pct": 1.0,
+        "confidence": 0.95, "resamples": 10000, "seed": 0, "min_pairs": 5,
+    }
+    canonical = (
+        '{"confidence":0.95,"decision":"median","min_improvement_pct":1.0,"min_pairs":5,'
+        '"require_explanation":false,"resamples":10000,"seed":0}'
+    )
+    assert document["policy_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def test_mechanism_digest_and_clock(small: Path) -> None:
+    created = json.loads((small / "gain-r03" / "campaign.json").read_bytes())["created_at"]
+    previous_start = created
+    for attempt in sorted(p for p in (small / "gain-r03").iterdir() if p.is_dir()):
+        document = json.loads((attempt / "attempt.json").read_bytes())
+        body = (attempt / "mechanism.json").read_bytes()
+        assert document["mechanism_sha256"] == hashlib.sha256(body).hexdigest()
+        # Same fixed-format UTC strings compare in time order.
+        assert created < document["declared_at"] < document["started_at"]
+        assert document["started_at"] > previous_start
+        previous_start = document["started_at"]
+        assert document["round"] == int(document["attempt_id"][1:])
+        expectations = json.loads(body)["expectations"]
+        assert [(e["name"], e["expect"]) for e in expectations] == [
+            ("attention", "decrease"), ("dram_bytes", "decrease"), ("sampling", "unchanged")
+        ]
+
+
+def test_metric_is_the_sum_of_regions_and_launches_are_exact(small: Path) -> None:
+    for run in _lines(small / "aa-r05" / "r002" / "measurements.jsonl"):
+        cells = [v for step in run["breakdown"].values() for v in step.values()]
+        assert sorted(run["breakdown"]) == ["decode-0", "decode-1", "decode-2", "decode-3"]
+        assert run["metric"] == pytest.approx(sum(cells), rel=1e-12)
+        assert run["counters"]["kernel_launches"] == 4000
+        assert isinstance(run["counters"]["kernel_launches"], int)
+
+
+def test_same_seed_is_byte_identical_and_another_seed_differs(tmp_path: Path, small: Path) -> None:
+    simulate(tmp_path / "again", repetitions=(3, 5), attempts=4, seed=7)
+    simulate(tmp_path / "other", repetitions=(3, 5), attempts=4, seed=8)
+    assert _files(tmp_path / "again") == _files(small)
+    other = _files(tmp_path / "other")
+    assert other.keys() == _files(small).keys()
+    measurement = "aa-r03/r000/measurements.jsonl"
+    assert other[measurement] != _files(small)[measurement]
+
+
+def test_a_campaign_does_not_depend_on_the_others_or_on_the_attempt_count(
+    tmp_path: Path, small: Path
+) -> None:
+    simulate(tmp_path, scenarios=("gain",), repetitions=(5,), attempts=2, seed=7)
+    mine, reference = _files(tmp_path / "gain-r05"), _files(small / "gain-r05")
+    assert mine == {k: v for k, v in reference.items() if not k.startswith(("r002", "r003"))}
+
+
+def test_existing_campaign_is_refused_through_the_cli(
+    small: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", str(small), "--scenario", "aa", "--repetitions", "3", "--attempts", "1"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: {small / 'aa-r03'}: already exists; remove it or choose another OUT_DIR\n"
+    )
+
+
+def test_cli_writes_what_it_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", str(tmp_path), "--scenario", "gain", "--repetitions", "10",
+            "--attempts", "2", "--seed", "3", "--gain-factor", "0.5", "--sigma-run", "0"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"seed 3: 1 campaigns written to {tmp_path}"
+    )
+    runs = _lines(tmp_path / "gain-r10" / "r001" / "measurements.jsonl")
+    ratio = [c["counters"]["dram_bytes"] / b["counters"]["dram_bytes"]
+             for b, c in zip(runs[::2], runs[1::2], strict=True)]
+    assert np.allclose(ratio, 0.5, rtol=0.01)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [(["--steps", "0"], "--steps: must be >= 1, got 0"),
+     (["--share-mlp", "-0.1"], "--share-mlp: must be >= 0, got -0.1"),
+     (["--repetitions", "3,3"], "--repetitions: duplicate value in [3, 3]"),
+     (["--min-pairs", "4"], "--min-pairs: must be >= 5 (SPEC 2.1), got 4")],
+)
+def test_bad_model_parameters_are_usage_errors(
+    tmp_path: Path, option: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["simulate", str(tmp_path / "out"), *option])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not (tmp_path / "out").exists()
+
+
+# -- the model's statistics (SPEC 7), from many simulated runs -----------------------------------
+
+@pytest.fixture(scope="module")
+def draws() -> dict[str, np.ndarray]:
+    model = Model()
+    out = {}
+    for scenario in ("aa", "gain"):
+        runs = draw_runs(model, scenario, 5, 2000, campaign_generator(11, scenario, 5))
+        out[scenario] = np.log(runs.seconds)  # (2000, 5, 2, 4, 4)
+        out[f"{scenario}_dram"] = runs.dram_bytes
+    return out
+
+
+def test_regions_have_the_configured_shares_of_ten_ms(draws: dict[str, np.ndarray]) -> None:
+    logs = draws["aa"]
+    for k, region in enumerate(REGIONS):
+        # median-1 log-normal noise: the mean log is the log of the noiseless time
+        assert logs[..., k].mean() == pytest.approx(np.log(SPEC_SHARES[region] * 0.010), abs=0.002)
+
+
+def test_noise_has_the_three_spec_components(draws: dict[str, np.ndarray]) -> None:
+    logs = draws["aa"] - draws["aa"].mean(axis=(0, 1, 2, 3))  # centre each region
+    base, cand = logs[:, :, 0], logs[:, :, 1]
+    # shared by both sides of a repetition: only the per-repetition factor
+    assert np.mean(base * cand) == pytest.approx(0.03**2, rel=0.1)
+    # two regions of the same run share the per-repetition and per-run factors
+    assert np.mean(base[..., 0] * base[..., 1]) == pytest.approx(0.03**2 + 0.03**2, rel=0.1)
+    # one cell's total variance: all three
+    assert np.var(base) == pytest.approx(0.03**2 + 0.03**2 + 0.01**2, rel=0.1)
+    # across repetitions of one attempt: independent
+    assert abs(np.mean(base[:, 0] * base[:, 1])) < 0.0002
+
+
+def test_gain_scales_attention_and_dram_only(draws: dict[str, np.ndarray]) -> None:
+    for scenario, attention in (("aa", 1.0), ("gain", 0.88)):
+        log_ratio = (draws[scenario][:, :, 1] - draws[scenario][:, :, 0]).mean(axis=(0, 1, 2))
+        expected = np.log([attention, 1.0, 1.0, 1.0])
+        assert np.allclose(log_ratio, expected, atol=0.003), (scenario, np.exp(log_ratio))
+        dram = draws[f"{scenario}_dram"]
+        assert np.mean(dram[:, :, 1] / dram[:, :, 0]) == pytest.approx(attention, abs=1e-4)
+    assert np.std(draws["aa_dram"] / 4e9) == pytest.approx(0.001, rel=0.05)
+
+
+def test_end_to_end_gain_is_about_one_point_two_percent(draws: dict[str, np.ndarray]) -> None:
+    metric = np.exp(draws["gain"]).sum(axis=(3, 4))
+    gain = np.exp(np.mean(np.log(metric[:, :, 0] / metric[:, :, 1]))) - 1
+    assert gain == pytest.approx(0.012 / 0.988, abs=0.001)
+
+
+def test_simulated_campaigns_pass_ingest_without_integrity_errors(tmp_path: Path) -> None:
+    from pipeline.ingest import ingest
+
+    simulate(tmp_path / "attempts", repetitions=(3, 5), attempts=3, seed=1)
+    store = Store(tmp_path / "store")
+    report = ingest(tmp_path / "attempts", store)
+    assert report.issues == []
+    assert int(report.exit_code) == 0
+    assert sorted(report.attempts["outcome"].unique().to_list()) == ["ingested"]
+    assert report.attempts.height == 4 * 3
+    assert store.read("integrity").height == 0
+    samples = store.read("samples")
+    assert samples.height == 2 * 3 * (3 + 5) * 2
