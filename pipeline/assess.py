@@ -1,0 +1,379 @@
+"""assess: comparisons, outcomes and verdicts for the campaigns of a store (SPEC 4-6).
+
+Stages: blocked campaigns (any row in table `integrity`) are set aside; attempts whose inputs,
+policy and campaign document are as when they were last assessed keep their stored comparisons
+and outcomes; every other attempt is computed in batches of at most `batch_size` attempts (a batch
+may span small campaigns or slice a large one) so that memory stays bounded; verdicts, eligibility
+and the best attempt are then derived for every attempt of every campaign at once.
+
+A blocked campaign's output partitions are deleted in the same transaction: a verdict of a
+campaign whose evidence no longer checks out is not shown as current anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from pipeline import explain, quantities, verdicts
+from pipeline.contracts import table
+from pipeline.errors import ExitCode, UsageError
+from pipeline.policy import policy_sha256
+from pipeline.quantities import ATTEMPT
+from pipeline.store import Store, Transaction
+
+OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
+DEFAULT_BATCH = 5000
+"""Attempts computed together: ~1.6M breakdown rows at 10 repetitions x 4 steps x 4 regions."""
+
+VERDICT_KEYS = ("decision", "require_explanation", "min_improvement_pct")
+INTERVAL_KEYS = ("confidence", "resamples", "seed", "min_pairs")
+COUNT_COLUMNS = (
+    "n_pairs",
+    "n_baseline_ok",
+    "n_candidate_ok",
+    "n_unpaired_baseline",
+    "n_unpaired_candidate",
+    "n_failed",
+)
+FACT_SCHEMA = {
+    "campaign_id": pl.String,
+    "attempt_id": pl.String,
+    **{c: pl.Int64 for c in COUNT_COLUMNS},
+    "improvement_pct": pl.Float64,
+    "median_problem": pl.String,
+}
+FACT_COLUMNS = list(FACT_SCHEMA)
+
+
+@dataclass(frozen=True)
+class AssessResult:
+    """What assess found; `frozen` holds the frozen policy's verdicts when this is a what-if."""
+
+    assessments: pl.DataFrame
+    comparisons: pl.DataFrame
+    outcomes: pl.DataFrame
+    blocked: pl.DataFrame
+    what_if: dict[str, str] | None = None
+    frozen: pl.DataFrame | None = None
+    recomputed: int = 0
+    """Attempts whose comparisons were computed in this run (the rest were reused)."""
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.INTEGRITY if self.blocked.height else ExitCode.OK
+
+    def changed_verdicts(self) -> pl.DataFrame:
+        """What-if only: attempts whose verdict differs from the frozen policy's."""
+        if self.frozen is None:
+            return self.assessments.clear().select(*ATTEMPT, "verdict")
+        return (
+            self.assessments.select(*ATTEMPT, "verdict")
+            .join(
+                self.frozen.select(*ATTEMPT, pl.col("verdict").alias("frozen_verdict")), on=ATTEMPT
+            )
+            .filter(pl.col("verdict") != pl.col("frozen_verdict"))
+        )
+
+
+# -- what-if ---------------------------------------------------------------------------------------
+def parse_what_if(items: Sequence[str]) -> dict[str, str]:
+    """KEY=VALUE strings of --what-if -> mapping (values are checked by `overrides`)."""
+    parsed: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--what-if {item!r}: expected KEY=VALUE, e.g. decision=paired")
+        parsed[key.strip()] = value.strip()
+    return parsed
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return lowered == "true"
+
+
+def _checked(key: str, text: str) -> Any:
+    if key == "decision":
+        if text not in ("median", "paired"):
+            raise ValueError("expected median or paired")
+        return text
+    if key == "require_explanation":
+        return _bool(text)
+    if key in ("resamples", "seed", "min_pairs"):
+        value = int(text)
+        lowest = {"resamples": 1, "seed": 0, "min_pairs": 5}[key]
+        if value < lowest:
+            raise ValueError(f"must be >= {lowest}")
+        return value
+    value = float(text)
+    if not math.isfinite(value) or (key == "confidence" and not 0 < value < 1):
+        raise ValueError("must be a finite number" + (" in (0, 1)" if key == "confidence" else ""))
+    return value
+
+
+def overrides(what_if: Mapping[str, str]) -> dict[str, Any]:
+    """Typed policy overrides; an unknown key or a bad value is a UsageError."""
+    known = (*VERDICT_KEYS, *INTERVAL_KEYS)
+    typed: dict[str, Any] = {}
+    for key, text in what_if.items():
+        if key not in known:
+            raise UsageError(f"--what-if {key}: unknown policy field (known: {', '.join(known)})")
+        try:
+            typed[key] = _checked(key, text)
+        except ValueError as exc:
+            raise UsageError(f"--what-if {key}={text}: {exc}") from None
+    return typed
+
+
+def _apply_policy(campaigns: pl.DataFrame, changes: Mapping[str, Any]) -> pl.DataFrame:
+    """Campaign rows under the overridden policy; policy_sha256 becomes the what-if's digest."""
+    digests = [policy_sha256({**json.loads(text), **changes}) for text in campaigns["policy_json"]]
+    return campaigns.with_columns(
+        *[pl.lit(v, dtype=campaigns.schema[k]).alias(k) for k, v in changes.items()],
+        pl.Series("policy_sha256", digests, dtype=pl.String),
+    )
+
+
+# -- reading -------------------------------------------------------------------------------------
+def _campaign_ids(store: Store, wanted: Sequence[str] | None) -> list[str]:
+    known = store.campaign_ids("campaigns")
+    if wanted is None:
+        return known
+    unknown = [c for c in wanted if c not in set(known)]
+    if unknown:
+        hint = f" (the store {store.root} has: {', '.join(known)})" if known else ""
+        raise UsageError(f"unknown campaign {unknown[0]!r}{hint}")
+    return list(dict.fromkeys(wanted))
+
+
+def _scan(store: Store, name: str, todo: pl.DataFrame) -> pl.LazyFrame:
+    """Rows of `todo`'s attempts, one filtered scan per campaign so predicates reach Parquet."""
+    groups = todo.group_by("campaign_id", maintain_order=True).agg("attempt_id")
+    parts = [
+        store.scan(name, [cid]).filter(pl.col("attempt_id").is_in(aids))
+        for cid, aids in groups.iter_rows()
+    ]
+    return pl.concat(parts) if parts else table(name).empty().lazy()
+
+
+def _fresh(previous: pl.DataFrame, attempts: pl.DataFrame, campaigns: pl.DataFrame) -> pl.DataFrame:
+    """Attempts assessed before with the same inputs, policy and campaign document."""
+    now = attempts.select(*ATTEMPT, "inputs_sha256").join(
+        campaigns.select(
+            "campaign_id", "policy_sha256", pl.col("source_sha256").alias("campaign_sha256")
+        ),
+        on="campaign_id",
+    )
+    keys = [*ATTEMPT, "inputs_sha256", "policy_sha256", "campaign_sha256"]
+    return previous.select(keys).join(now, on=keys, how="semi").select(ATTEMPT)
+
+
+# -- computing -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Facts:
+    facts: pl.DataFrame  # FACT_COLUMNS
+    comparisons: pl.DataFrame
+    outcomes: pl.DataFrame
+    computed: pl.DataFrame  # ATTEMPT keys computed in this run (not reused)
+
+
+def _batches(todo: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:
+    for start in range(0, todo.height, size):
+        yield todo.slice(start, size)
+
+
+def _inputs(store: Store, campaigns: pl.DataFrame, batch: pl.DataFrame) -> quantities.Inputs:
+    scans = {
+        name: _scan(store, name, batch)
+        for name in ("attempts", "samples", "breakdown", "counters", "expectations")
+    }
+    return quantities.Inputs(campaigns=campaigns.lazy(), **scans)
+
+
+def _compute(inputs: quantities.Inputs) -> _Facts:
+    """Facts, comparisons and outcomes of one batch of attempts."""
+    better = inputs.campaigns.select("campaign_id", "metric_better")
+    facts = (
+        inputs.attempts.select(ATTEMPT)
+        .join(quantities.run_counts(inputs.samples), on=ATTEMPT, how="left")
+        .join(quantities.side_medians(inputs.samples), on=ATTEMPT, how="left")
+        .join(better, on="campaign_id")
+        .with_columns([pl.col(c).fill_null(0) for c in COUNT_COLUMNS])
+        .pipe(verdicts.median_facts, pl.col("metric_better"))
+        .select(FACT_COLUMNS)
+        .collect()
+    )
+    comps = quantities.comparisons(inputs)
+    outs = explain.outcomes(inputs.expectations, comps.lazy()).collect()
+    return _Facts(facts, comps, outs, facts.select(ATTEMPT))
+
+
+def _reused(store: Store, previous: pl.DataFrame, fresh: pl.DataFrame, ids: list[str]) -> _Facts:
+    """Stored facts, comparisons and outcomes of the fresh attempts."""
+    median_problem = (
+        pl.when(pl.col("median_reason").is_in(["no_samples", "zero_baseline"]))
+        .then(pl.col("median_reason"))
+        .alias("median_problem")
+    )
+    facts = previous.join(fresh, on=ATTEMPT, how="semi").with_columns(median_problem)
+    stored = {
+        name: store.scan(name, ids).join(fresh.lazy(), on=ATTEMPT, how="semi").collect()
+        for name in ("comparisons", "outcomes")
+    }
+    return _Facts(
+        facts.select(FACT_COLUMNS), stored["comparisons"], stored["outcomes"], fresh.clear()
+    )
+
+
+def _gather(
+    store: Store,
+    campaigns: pl.DataFrame,
+    attempts: pl.DataFrame,
+    previous: pl.DataFrame | None,
+    batch_size: int,
+) -> _Facts:
+    """Reuse what is fresh, compute the rest batch by batch, and put the pieces together."""
+    ids = campaigns["campaign_id"].to_list()
+    fresh = _fresh(previous, attempts, campaigns) if previous is not None else None
+    parts: list[_Facts] = []
+    todo = attempts.select(ATTEMPT)
+    if fresh is not None and fresh.height:
+        parts.append(_reused(store, previous, fresh, ids))  # type: ignore[arg-type]
+        todo = todo.join(fresh, on=ATTEMPT, how="anti")
+    for batch in _batches(todo, batch_size):
+        parts.append(_compute(_inputs(store, campaigns, batch)))
+    if not parts:
+        return _Facts(
+            pl.DataFrame(schema=FACT_SCHEMA),
+            table("comparisons").empty(),
+            table("outcomes").empty(),
+            pl.DataFrame(schema={"campaign_id": pl.String, "attempt_id": pl.String}),
+        )
+    return _Facts(
+        pl.concat([p.facts.cast(FACT_SCHEMA) for p in parts]),  # type: ignore[arg-type]
+        pl.concat([table("comparisons").conform(p.comparisons.lazy()).collect() for p in parts]),
+        pl.concat([table("outcomes").conform(p.outcomes.lazy()).collect() for p in parts]),
+        pl.concat([p.computed for p in parts]),
+    )
+
+
+def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -> pl.DataFrame:
+    """One assessments row per attempt: facts + metric and share comparisons + explanation,
+    then the verdicts under each campaign's (effective) policy."""
+    comps = got.comparisons.lazy()
+    metric = comps.filter(pl.col("quantity") == "metric").select(
+        *ATTEMPT,
+        pl.col("estimate").alias("paired_estimate"),
+        pl.col("low").alias("paired_low"),
+        pl.col("high").alias("paired_high"),
+        pl.col("status").alias("metric_status"),
+        pl.col("reason").alias("metric_reason"),
+    )
+    share = comps.filter(pl.col("quantity") == "share_speedup").select(
+        *ATTEMPT, pl.col("estimate").alias("share_speedup")
+    )
+    policy = campaigns.lazy().select(
+        "campaign_id",
+        *VERDICT_KEYS,
+        "policy_sha256",
+        pl.col("source_sha256").alias("campaign_sha256"),
+    )
+    lazy_attempts = attempts.lazy()
+    frame = (
+        lazy_attempts.select(*ATTEMPT, "round", "candidate", "status", "inputs_sha256")
+        .join(got.facts.lazy(), on=ATTEMPT, how="left")
+        .join(metric, on=ATTEMPT, how="left")
+        .join(share, on=ATTEMPT, how="left")
+        .join(explain.explanations(lazy_attempts, got.outcomes.lazy()), on=ATTEMPT, how="left")
+        .join(policy, on="campaign_id")
+        .pipe(verdicts.verdicts)
+    )
+    spec = table("assessments")
+    return spec.conform(frame).sort("campaign_id", "round", "attempt_id").collect()
+
+
+# -- writing -------------------------------------------------------------------------------------
+def _write(
+    txn: Transaction,
+    ids: list[str],
+    blocked: set[str],
+    result: dict[str, pl.DataFrame],
+    previous: pl.DataFrame | None,
+    recomputed: set[str],
+) -> None:
+    """Blocked campaigns lose their output partitions; others are rewritten when anything moved."""
+    parts = {name: result[name].partition_by("campaign_id", as_dict=True) for name in OUTPUT_TABLES}
+    for cid in ids:
+        if cid in blocked:
+            for name in OUTPUT_TABLES:
+                txn.delete(name, cid)
+            continue
+        new = parts["assessments"].get((cid,), table("assessments").empty())
+        old = None if previous is None else previous.filter(pl.col("campaign_id") == cid)
+        stored = all(txn.store.partition_file(n, cid).is_file() for n in OUTPUT_TABLES)
+        if stored and cid not in recomputed and old is not None and old.equals(new):
+            continue  # nothing changed: keep the files as they are
+        for name in OUTPUT_TABLES:
+            txn.put(name, cid, parts[name].get((cid,), table(name).empty()))
+
+
+def assess(
+    store: Store,
+    campaign_ids: Sequence[str] | None = None,
+    *,
+    what_if: Mapping[str, str] | None = None,
+    write: bool = True,
+    batch_size: int = DEFAULT_BATCH,
+) -> AssessResult:
+    """Assess campaigns (None: all). Stores results unless `write` is false or this is a what-if."""
+    ids = _campaign_ids(store, campaign_ids)
+    changes = overrides(what_if or {})
+    integrity = store.read("integrity", ids)
+    blocked = set(integrity["campaign_id"].to_list())
+    live = [c for c in ids if c not in blocked]
+    campaigns = store.read("campaigns", live)
+    attempts = store.read("attempts", live)
+    previous = store.read("assessments", live)
+    got = _gather(store, campaigns, attempts, previous, batch_size)
+    frozen = _assessments(attempts, got, campaigns)
+    result = {"assessments": frozen, "comparisons": got.comparisons, "outcomes": got.outcomes}
+    if changes:
+        effective = _apply_policy(campaigns, changes)
+        if any(k in changes for k in INTERVAL_KEYS):
+            got = _gather(store, effective, attempts, None, batch_size)
+        result = {
+            "assessments": _assessments(attempts, got, effective),
+            "comparisons": got.comparisons,
+            "outcomes": got.outcomes,
+        }
+    elif write:
+        recomputed = set(got.computed["campaign_id"].to_list())
+        with store.transaction() as txn:
+            _write(txn, ids, blocked, result, previous, recomputed)
+    return AssessResult(
+        assessments=result["assessments"],
+        comparisons=_sorted(result["comparisons"]),
+        outcomes=result["outcomes"].sort(*ATTEMPT, "position"),
+        blocked=integrity.sort("campaign_id", "attempt_id", "code", nulls_last=False),
+        what_if=dict(what_if) if changes else None,
+        frozen=frozen if changes else None,
+        recomputed=got.computed.height,
+    )
+
+
+def _sorted(comparisons: pl.DataFrame) -> pl.DataFrame:
+    order = {"metric": 0, "region": 1, "region_normalized": 2, "share_speedup": 3, "counter": 4}
+    return comparisons.sort(
+        pl.col("campaign_id"),
+        pl.col("attempt_id"),
+        pl.col("quantity").replace_strict(order, return_dtype=pl.Int64),
+        pl.col("name"),
+    )

@@ -1,0 +1,413 @@
+"""Pairing and the per-pair log-ratios of every quantity (SPEC 4.1, 4.3), then one paired interval
+per quantity (SPEC 4.2): Polars expressions over many attempts at once, one bootstrap call per
+group of quantities that share (n, seed, resamples, confidence)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import polars as pl
+
+from pipeline.bootstrap import paired_intervals
+from pipeline.contracts import table
+
+ATTEMPT = ["campaign_id", "attempt_id"]
+RUN = [*ATTEMPT, "side", "repetition"]
+QUANTITY = [*ATTEMPT, "quantity", "name"]
+INTERVAL_POLICY = ["seed", "resamples", "confidence"]
+
+Quantity = Literal["metric", "region", "region_normalized", "share_speedup", "counter"]
+Reason = Literal[
+    "no_reference_time", "zero_share", "zero_baseline", "zero_candidate", "too_few_pairs"
+]
+
+SHARE_NAME = "reference_share"
+"""The `name` of the share_speedup comparison (one per attempt with reference regions)."""
+
+# When one quantity has several reasons, the first of this order is reported. Reasons that make
+# the ratio undefined come before too_few_pairs, which still reports an estimate.
+REASON_ORDER: tuple[Reason, ...] = (
+    "no_reference_time",
+    "zero_share",
+    "zero_baseline",
+    "zero_candidate",
+    "too_few_pairs",
+)
+_PAIR_SCHEMA = {
+    "campaign_id": pl.String,
+    "attempt_id": pl.String,
+    "quantity": pl.String,
+    "name": pl.String,
+    "repetition": pl.Int64,
+    "b": pl.Float64,
+    "c": pl.Float64,
+    "flag": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The input tables of a batch of attempts; `campaigns` carries the effective policy."""
+
+    campaigns: pl.LazyFrame
+    attempts: pl.LazyFrame
+    samples: pl.LazyFrame
+    breakdown: pl.LazyFrame
+    counters: pl.LazyFrame
+    expectations: pl.LazyFrame
+
+
+# -- runs and pairs ------------------------------------------------------------------------------
+def ok_runs(samples: pl.LazyFrame) -> pl.LazyFrame:
+    return samples.filter(pl.col("status") == "ok").select([*RUN, "metric"])
+
+
+def pairs(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """A pair = a repetition with an ok run on both sides (SPEC 4.1)."""
+    return (
+        ok_runs(samples)
+        .group_by([*ATTEMPT, "repetition"])
+        .agg(pl.len().alias("sides"))
+        .filter(pl.col("sides") == 2)
+        .select([*ATTEMPT, "repetition"])
+    )
+
+
+def run_counts(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt: ok runs per side, pairs, runs left without a partner, failed runs."""
+    ok = pl.col("status") == "ok"
+    per_side = samples.group_by(ATTEMPT).agg(
+        ((pl.col("side") == "baseline") & ok).sum().cast(pl.Int64).alias("n_baseline_ok"),
+        ((pl.col("side") == "candidate") & ok).sum().cast(pl.Int64).alias("n_candidate_ok"),
+        (~ok).sum().cast(pl.Int64).alias("n_failed"),
+    )
+    n_pairs = pairs(samples).group_by(ATTEMPT).agg(pl.len().cast(pl.Int64).alias("n_pairs"))
+    return (
+        per_side.join(n_pairs, on=ATTEMPT, how="left")
+        .with_columns(pl.col("n_pairs").fill_null(0))
+        .with_columns(
+            (pl.col("n_baseline_ok") - pl.col("n_pairs")).alias("n_unpaired_baseline"),
+            (pl.col("n_candidate_ok") - pl.col("n_pairs")).alias("n_unpaired_candidate"),
+        )
+    )
+
+
+def _numpy_median(column: str) -> pl.Expr:
+    """numpy.median exactly: the middle value, or (a + b) / 2 of the two middle values."""
+    ordered = pl.col(column).sort()
+    return (ordered.get((pl.len() - 1) // 2) + ordered.get(pl.len() // 2)) / 2
+
+
+def side_medians(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt: median metric of every ok run of each side (paired or not), null if none."""
+    medians = ok_runs(samples).group_by([*ATTEMPT, "side"]).agg(_numpy_median("metric").alias("m"))
+    b = medians.filter(pl.col("side") == "baseline").select([*ATTEMPT, pl.col("m").alias("med_b")])
+    c = medians.filter(pl.col("side") == "candidate").select([*ATTEMPT, pl.col("m").alias("med_c")])
+    return b.join(c, on=ATTEMPT, how="full", coalesce=True)
+
+
+# -- per-run values ------------------------------------------------------------------------------
+def reference_regions(expectations: pl.LazyFrame) -> pl.LazyFrame:
+    """Regions declared `unchanged`: the reference of normalization and shares (SPEC 2.3)."""
+    return expectations.filter(
+        (pl.col("target") == "region") & (pl.col("expect") == "unchanged")
+    ).select([*ATTEMPT, pl.col("name").alias("region")])
+
+
+def _ok_breakdown(inputs: Inputs) -> pl.LazyFrame:
+    refs = reference_regions(inputs.expectations).with_columns(pl.lit(True).alias("is_ref"))
+    return (
+        inputs.breakdown.join(ok_runs(inputs.samples).select(RUN), on=RUN, how="semi")
+        .join(refs, on=[*ATTEMPT, "region"], how="left")
+        .with_columns(pl.col("is_ref").fill_null(False))
+    )
+
+
+def _sides(per_run: pl.LazyFrame, keys: list[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Split per-run values (RUN + keys + value) into baseline `b` and candidate `c` frames."""
+    cols = [*ATTEMPT, "repetition", *keys]
+    b = per_run.filter(pl.col("side") == "baseline").select([*cols, pl.col("value").alias("b")])
+    c = per_run.filter(pl.col("side") == "candidate").select([*cols, pl.col("value").alias("c")])
+    return b, c
+
+
+def _paired(
+    pair_keys: pl.LazyFrame, names: pl.LazyFrame, per_run: pl.LazyFrame, quantity: Quantity
+) -> pl.LazyFrame:
+    """Every (pair, name) of the attempt with both sides' values; a name absent from a run is 0."""
+    b, c = _sides(per_run, ["name"])
+    on = [*ATTEMPT, "repetition", "name"]
+    return (
+        pair_keys.join(names, on=ATTEMPT)
+        .join(b, on=on, how="left")
+        .join(c, on=on, how="left")
+        .with_columns(
+            pl.col("b").fill_null(0.0),
+            pl.col("c").fill_null(0.0),
+            pl.lit(quantity).alias("quantity"),
+            pl.lit(None, dtype=pl.String).alias("flag"),
+        )
+    )
+
+
+def _totals(frame: pl.LazyFrame, name: str, value: str) -> pl.LazyFrame:
+    """Per run and name: the sum over steps (RUN + name + value)."""
+    return (
+        frame.group_by([*RUN, name]).agg(pl.col(value).sum().alias("value")).rename({name: "name"})
+    )
+
+
+def _names(per_run: pl.LazyFrame) -> pl.LazyFrame:
+    return per_run.select([*ATTEMPT, "name"]).unique()
+
+
+def _step_reference(bd: pl.LazyFrame) -> pl.LazyFrame:
+    """Per run and step: reference seconds and all seconds."""
+    return bd.group_by([*RUN, "step"]).agg(
+        pl.col("seconds").filter(pl.col("is_ref")).sum().alias("ref_s"),
+        pl.col("seconds").sum().alias("all_s"),
+    )
+
+
+def _normalized(
+    bd: pl.LazyFrame, steps: pl.LazyFrame, pair_keys: pl.LazyFrame, names: pl.LazyFrame
+) -> pl.LazyFrame:
+    """SPEC 4.3.3: per run, mean over steps with reference time > 0 of region_s / reference_s
+    (a region absent from such a step adds 0 to the sum and still counts in the mean)."""
+    ref_steps = steps.filter(pl.col("ref_s") > 0)
+    den = ref_steps.group_by(RUN).agg(pl.len().alias("den"))
+    num = (
+        bd.filter(~pl.col("is_ref"))
+        .join(ref_steps, on=[*RUN, "step"], how="inner")
+        .group_by([*RUN, "region"])
+        .agg((pl.col("seconds") / pl.col("ref_s")).sum().alias("value"))
+        .rename({"region": "name"})
+    )
+    nb, nc = _sides(num, ["name"])
+    db, dc = _sides(den.rename({"den": "value"}), [])
+    on = [*ATTEMPT, "repetition"]
+    grid = pair_keys.join(names, on=ATTEMPT)
+    return (
+        grid.join(nb, on=[*on, "name"], how="left")
+        .join(nc, on=[*on, "name"], how="left")
+        .join(db.rename({"b": "db"}), on=on, how="left")
+        .join(dc.rename({"c": "dc"}), on=on, how="left")
+        .with_columns(
+            (pl.col("b").fill_null(0.0) / pl.col("db")).alias("b"),
+            (pl.col("c").fill_null(0.0) / pl.col("dc")).alias("c"),
+            pl.when(pl.col("db").is_null() | pl.col("dc").is_null())
+            .then(pl.lit("no_reference_time"))
+            .alias("flag"),
+            pl.lit("region_normalized").alias("quantity"),
+        )
+    )
+
+
+def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
+    """SPEC 4.3.4: share = sum of reference / sum of all regions, per run."""
+    share = steps.group_by(RUN).agg((pl.col("ref_s").sum() / pl.col("all_s").sum()).alias("value"))
+    b, c = _sides(share, [])
+    on = [*ATTEMPT, "repetition"]
+    bad = lambda s: pl.col(s).is_null() | pl.col(s).is_nan() | (pl.col(s) == 0)  # noqa: E731
+    return (
+        pair_keys.join(b, on=on, how="left")
+        .join(c, on=on, how="left")
+        .with_columns(
+            pl.lit(SHARE_NAME).alias("name"),
+            pl.lit("share_speedup").alias("quantity"),
+            pl.when(bad("b") | bad("c")).then(pl.lit("zero_share")).alias("flag"),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class PairFrames:
+    """`quantities`: one row per (attempt, quantity, name) that exists, even with no pair.
+    `pairs`: one row per pair of each quantity with its log-ratio `x` and an optional `flag`."""
+
+    quantities: pl.LazyFrame
+    pairs: pl.LazyFrame
+
+
+def pair_frames(inputs: Inputs) -> PairFrames:
+    """Every quantity of SPEC 4.3 for every attempt of `inputs`, and its per-pair log-ratios."""
+    pk = pairs(inputs.samples)
+    refs = reference_regions(inputs.expectations)
+    with_refs = refs.select(ATTEMPT).unique()
+    bd = _ok_breakdown(inputs)
+    steps = _step_reference(bd)
+    ok = ok_runs(inputs.samples)
+    ok_counters = inputs.counters.join(ok.select(RUN), on=RUN, how="semi")
+
+    metric_run = ok.join(
+        inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name")),
+        on="campaign_id",
+    ).rename({"metric": "value"})
+    region_run = _totals(bd, "region", "seconds")
+    counter_run = _totals(ok_counters, "counter", "value")
+
+    metric_names = inputs.attempts.select(ATTEMPT).join(
+        inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name")),
+        on="campaign_id",
+    )
+    region_names = _names(region_run)
+    normalized_names = region_names.join(
+        refs.rename({"region": "name"}), on=[*ATTEMPT, "name"], how="anti"
+    ).join(with_refs, on=ATTEMPT, how="semi")
+    counter_names = _names(counter_run)
+    share_names = with_refs.with_columns(pl.lit(SHARE_NAME).alias("name"))
+
+    columns = list(_PAIR_SCHEMA)
+    raw = pl.concat(
+        [
+            _paired(pk, metric_names, metric_run, "metric").select(columns),
+            _paired(pk, region_names, region_run, "region").select(columns),
+            _normalized(bd, steps, pk, normalized_names).select(columns),
+            _share(steps, pk.join(with_refs, on=ATTEMPT, how="semi")).select(columns),
+            _paired(pk, counter_names, counter_run, "counter").select(columns),
+        ]
+    )
+    quantities = pl.concat(
+        [
+            names.with_columns(pl.lit(q).alias("quantity")).select(QUANTITY)
+            for q, names in (
+                ("metric", metric_names),
+                ("region", region_names),
+                ("region_normalized", normalized_names),
+                ("share_speedup", share_names),
+                ("counter", counter_names),
+            )
+        ]
+    )
+    return PairFrames(quantities=quantities, pairs=log_ratios(raw, inputs.campaigns))
+
+
+def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
+    """x = ln(b / c); ln(c / b) for the metric of a `better: higher` campaign and for shares.
+    Baseline 0 (incl. 0/0) flags zero_baseline; candidate 0 with baseline > 0 gives x = +inf."""
+    q = pl.col("quantity")
+    c_over_b = (q == "share_speedup") | ((q == "metric") & (pl.col("metric_better") == "higher"))
+    ratio = pl.when(c_over_b).then(pl.col("c") / pl.col("b")).otherwise(pl.col("b") / pl.col("c"))
+    flag = (
+        pl.when(pl.col("flag").is_not_null())
+        .then(pl.col("flag"))
+        .when(pl.col("b") == 0)
+        .then(pl.lit("zero_baseline"))
+        .when(pl.col("ratio") == 0)  # only the c/b ratios: a higher-is-better metric fell to 0
+        .then(pl.lit("zero_candidate"))
+    )
+    return (
+        raw.join(campaigns.select("campaign_id", "metric_better"), on="campaign_id")
+        .with_columns(ratio.alias("ratio"))
+        .with_columns(flag.alias("flag"))
+        .with_columns(pl.when(pl.col("flag").is_null()).then(pl.col("ratio").log()).alias("x"))
+        .select([*QUANTITY, "repetition", "x", "flag"])
+    )
+
+
+# -- intervals -----------------------------------------------------------------------------------
+def _first_reason() -> pl.Expr:
+    rank = pl.col("flag").replace_strict(
+        list(REASON_ORDER), list(range(len(REASON_ORDER))), default=None, return_dtype=pl.Int64
+    )
+    return pl.col("flag").sort_by(rank.fill_null(len(REASON_ORDER))).first()
+
+
+def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
+    """One row per quantity: n_pairs, reason (null when an interval is due), exp(mean x) when the
+    ratio is defined, and the interval policy of its campaign."""
+    per = frames.pairs.group_by(QUANTITY).agg(
+        pl.len().cast(pl.Int64).alias("n_pairs"),
+        _first_reason().alias("reason"),
+        pl.col("x").mean().alias("mean_x"),
+    )
+    policy = campaigns.select("campaign_id", "min_pairs", *INTERVAL_POLICY)
+    return (
+        frames.quantities.join(per, on=QUANTITY, how="left")
+        .join(policy, on="campaign_id")
+        .with_columns(pl.col("n_pairs").fill_null(0))
+        .with_columns(
+            pl.when(pl.col("reason").is_null() & (pl.col("n_pairs") < pl.col("min_pairs")))
+            .then(pl.lit("too_few_pairs"))
+            .otherwise(pl.col("reason"))
+            .alias("reason")
+        )
+        .with_columns(
+            pl.when(pl.col("reason").is_null() | (pl.col("reason") == "too_few_pairs"))
+            .then(pl.col("mean_x").exp())
+            .alias("estimate")
+        )
+        .drop("mean_x", "min_pairs")
+        .sort(QUANTITY)
+        .with_row_index("qid")
+        .collect()
+    )
+
+
+def intervals(summary: pl.DataFrame, pair_x: pl.LazyFrame) -> pl.DataFrame:
+    """Bootstrap every quantity due an interval: one `paired_intervals` call per group of equal
+    (n, seed, resamples, confidence), its x matrix pivoted as (n, Q) with rows by repetition.
+    Returns qid, estimate, low, high."""
+    due = summary.filter(pl.col("reason").is_null()).select(
+        "qid", *QUANTITY, "n_pairs", *INTERVAL_POLICY
+    )
+    schema = {"qid": pl.UInt32, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64}
+    if due.is_empty():
+        return pl.DataFrame(schema=schema)
+    group = ["n_pairs", *INTERVAL_POLICY]
+    long = (
+        pair_x.join(due.lazy(), on=QUANTITY, how="inner")
+        .select([*group, "qid", "repetition", "x"])
+        .sort([*group, "qid", "repetition"])
+        .collect()
+    )
+    out = []
+    for key, part in long.partition_by(group, as_dict=True, maintain_order=True).items():
+        n, seed, resamples, confidence = key
+        qids = part["qid"].gather_every(int(n)).to_numpy()
+        x = part["x"].to_numpy().reshape(len(qids), int(n)).T
+        result = paired_intervals(
+            x, resamples=int(resamples), seed=int(seed), confidence=float(confidence)
+        )
+        out.append(
+            pl.DataFrame(
+                {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high},
+                schema=schema,
+            )
+        )
+    return pl.concat(out)
+
+
+def _direction() -> pl.Expr:
+    speedup = pl.col("quantity").is_in(["metric", "share_speedup"])
+    up = pl.when(speedup).then(pl.lit("improved")).otherwise(pl.lit("decrease"))
+    down = pl.when(speedup).then(pl.lit("regressed")).otherwise(pl.lit("increase"))
+    return (
+        pl.when(pl.col("status") != "ok")
+        .then(None)
+        .when(pl.col("low") > 1)
+        .then(up)
+        .when(pl.col("high") < 1)
+        .then(down)
+        .otherwise(pl.lit("none"))
+    )
+
+
+def comparisons(inputs: Inputs) -> pl.DataFrame:
+    """Rows of table `comparisons` for every attempt of `inputs` (SPEC 4)."""
+    frames = pair_frames(inputs)
+    summary = summarize(frames, inputs.campaigns)
+    bounds = intervals(summary, frames.pairs)
+    return (
+        summary.join(bounds, on="qid", how="left", suffix="_boot")
+        .with_columns(
+            pl.coalesce("estimate_boot", "estimate").alias("estimate"),
+            pl.when(pl.col("reason").is_null())
+            .then(pl.lit("ok"))
+            .otherwise(pl.lit("unverifiable"))
+            .alias("status"),
+        )
+        .with_columns(_direction().alias("direction"))
+        .select(table("comparisons").names)
+    )
