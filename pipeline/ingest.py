@@ -1,0 +1,369 @@
+"""Ingest stored attempts (SPEC 2) into the Parquet store (SPEC 3), idempotently.
+
+Per campaign, each input table's partition is rewritten as: the stored rows of attempts not
+touched by this ingest + the rows of attempts that are new or whose input files changed (a lazy
+merge: the old partition is scanned and filtered, never loaded whole). All partitions written by
+one ingest land in one store transaction. An attempt is skipped without parsing when its inputs
+digest and its campaign.json are as stored; when nothing of a campaign changed, nothing of it is
+written. Attempts that are in the store but no longer on disk are kept: deleting a folder is not a
+way to drop a measured round (a new store is). A rejected attempt leaves what the store holds for
+it untouched. The ``integrity`` partition of every written campaign is recomputed from the stored
+evidence (pipeline.integrity).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+from tqdm import tqdm
+
+from pipeline.contracts import table
+from pipeline.errors import ExitCode, UsageError
+from pipeline.integrity import integrity_errors
+from pipeline.policy import canonical_policy, with_defaults
+from pipeline.store import Store, Transaction
+from pipeline.validate import (
+    CAMPAIGN_FILE,
+    AttemptFiles,
+    Document,
+    Issue,
+    ValidAttempt,
+    parse_timestamp,
+    read_attempt_files,
+    validate_attempt,
+    validate_campaign,
+)
+
+Outcome = Literal["ingested", "replaced", "unchanged", "rejected"]
+OUTCOMES: tuple[Outcome, ...] = ("ingested", "replaced", "unchanged", "rejected")
+ATTEMPT_TABLES = ("attempts", "samples", "breakdown", "counters", "expectations")
+_REPORT_SCHEMA = {
+    "campaign_id": pl.String,
+    "attempt_id": pl.String,
+    "outcome": pl.String,
+    "n_issues": pl.Int64,
+}
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What happened to every attempt folder, and every problem found."""
+
+    attempts: pl.DataFrame  # campaign_id, attempt_id, outcome, n_issues
+    issues: list[Issue]
+    campaigns: pl.DataFrame = field(  # campaign_id, outcome (of campaign.json)
+        default_factory=lambda: pl.DataFrame(
+            schema={"campaign_id": pl.String, "outcome": pl.String}
+        )
+    )
+
+    @property
+    def exit_code(self) -> ExitCode:
+        rejected = (self.attempts["outcome"] == "rejected").any()
+        return ExitCode.REJECTED if rejected or self.issues else ExitCode.OK
+
+    def summary(self) -> pl.DataFrame:
+        """One row per campaign: attempts ingested / replaced / unchanged / rejected."""
+        counts = [(pl.col("outcome") == o).sum().cast(pl.Int64).alias(o) for o in OUTCOMES]
+        per_campaign = self.attempts.group_by("campaign_id").agg(counts)
+        return (
+            self.campaigns.select("campaign_id", campaign=pl.col("outcome"))
+            .join(per_campaign, on="campaign_id", how="left")
+            .with_columns(pl.col(OUTCOMES).fill_null(0))
+            .sort("campaign_id")
+        )
+
+
+@dataclass
+class _Run:
+    """Mutable bookkeeping of one ingest run."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    campaigns: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
+
+    def attempt(
+        self, campaign_id: str, attempt_id: str, outcome: Outcome, issues: Sequence[Issue] = ()
+    ) -> None:
+        self.rows.append(
+            {
+                "campaign_id": campaign_id,
+                "attempt_id": attempt_id,
+                "outcome": outcome,
+                "n_issues": len(issues),
+            }
+        )
+        self.issues += issues
+
+    def report(self) -> IngestReport:
+        return IngestReport(
+            pl.DataFrame(self.rows, schema=_REPORT_SCHEMA),
+            self.issues,
+            pl.DataFrame(self.campaigns, schema={"campaign_id": pl.String, "outcome": pl.String}),
+        )
+
+
+def ingest(source: Path, store: Store, *, progress: bool = False) -> IngestReport:
+    """Validate and store every campaign under ``source`` (an attempts folder or one campaign)."""
+    folders = campaign_folders(Path(source))
+    run = _Run()
+    total = sum(len(attempt_folders(f)) for f in folders)
+    bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="attempt", desc="ingest")
+    with bar, store.transaction() as txn:
+        for folder in folders:
+            _ingest_campaign(folder, store, txn, run, bar)
+    return run.report()
+
+
+def _visible_dirs(folder: Path) -> list[Path]:
+    """Subfolders, sorted; hidden ones (``.git``, editor files) are not inputs."""
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def campaign_folders(source: Path) -> list[Path]:
+    """``source`` itself when it holds campaign.json, else its subfolders."""
+    if not source.is_dir():
+        raise UsageError(f"{source}: no such folder")
+    if (source / CAMPAIGN_FILE).is_file():
+        return [source]
+    folders = _visible_dirs(source)
+    if not folders:
+        raise UsageError(
+            f"{source}: no campaigns here (expected {source}/<campaign_id>/campaign.json "
+            f"or {source}/campaign.json)"
+        )
+    return folders
+
+
+def attempt_folders(campaign: Path) -> list[Path]:
+    return _visible_dirs(campaign)
+
+
+# -- one campaign -------------------------------------------------------------------------------
+def _ingest_campaign(folder: Path, store: Store, txn: Transaction, run: _Run, bar: tqdm) -> None:
+    attempts = attempt_folders(folder)
+    campaign, issues = validate_campaign(folder)
+    if campaign is None:
+        run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
+        run.issues += issues
+        for attempt in attempts:
+            run.attempt(folder.name, attempt.name, "rejected")
+        bar.update(len(attempts))
+        return
+    cid = folder.name
+    stored = _stored_attempts(store, cid)
+    campaign_changed = _stored_source(store, cid) != campaign.sha256
+    accepted = list(_check_attempts(cid, attempts, campaign, stored, campaign_changed, run, bar))
+    run.campaigns.append(
+        {"campaign_id": cid, "outcome": _campaign_outcome(store, cid, campaign_changed)}
+    )
+    if accepted or campaign_changed:
+        _write_campaign(store, txn, cid, campaign, accepted, stored, campaign_changed)
+
+
+def _campaign_outcome(store: Store, cid: str, changed: bool) -> Outcome:
+    if not changed:
+        return "unchanged"
+    return "replaced" if cid in store.campaign_ids("campaigns") else "ingested"
+
+
+def _stored_attempts(store: Store, cid: str) -> dict[str, tuple[str, str | None]]:
+    """attempt_id -> (inputs_sha256, mechanism_sha256_first_seen), from this campaign only."""
+    frame = (
+        store.scan("attempts", [cid])
+        .select("attempt_id", "inputs_sha256", "mechanism_sha256_first_seen")
+        .collect()
+    )
+    return {a: (s, f) for a, s, f in frame.iter_rows()}
+
+
+def _stored_source(store: Store, cid: str) -> str | None:
+    frame = store.scan("campaigns", [cid]).select("source_sha256").collect()
+    return frame.item(0, 0) if frame.height else None
+
+
+def _check_attempts(
+    cid: str,
+    folders: Iterable[Path],
+    campaign: Document,
+    stored: dict[str, tuple[str, str | None]],
+    campaign_changed: bool,
+    run: _Run,
+    bar: tqdm,
+) -> Iterator[ValidAttempt]:
+    """Valid attempts that are new or changed; every outcome is recorded in ``run``."""
+    benchmark = campaign.data["kind"] == "benchmark"
+    for folder in folders:
+        bar.update(1)
+        files, issues = read_attempt_files(folder)
+        if files is None:
+            run.attempt(cid, folder.name, "rejected", issues)
+            continue
+        same = folder.name in stored and stored[folder.name][0] == files.inputs_sha256
+        if same and not campaign_changed:
+            run.attempt(cid, folder.name, "unchanged")
+            continue
+        valid, issues = validate_attempt(files, benchmark=benchmark)
+        if valid is None:
+            run.attempt(cid, folder.name, "rejected", issues)
+        elif same:
+            run.attempt(cid, folder.name, "unchanged")
+        else:
+            run.attempt(cid, folder.name, "replaced" if folder.name in stored else "ingested")
+            yield valid
+
+
+def _write_campaign(
+    store: Store,
+    txn: Transaction,
+    cid: str,
+    campaign: Document,
+    accepted: Sequence[ValidAttempt],
+    stored: dict[str, tuple[str, str | None]],
+    campaign_changed: bool,
+) -> None:
+    campaign_row = campaign_frame(cid, campaign)
+    if campaign_changed:
+        txn.put("campaigns", cid, campaign_row)
+    first_seen = {a: f for a, (_, f) in stored.items()}
+    new = attempt_frames(cid, accepted, first_seen)
+    changed = [a.attempt_id for a in accepted]
+    merged_attempts = _merged(store, "attempts", cid, changed, new["attempts"]).collect()
+    if accepted:
+        txn.put("attempts", cid, merged_attempts)
+        for name in ATTEMPT_TABLES[1:]:
+            txn.put(name, cid, _merged(store, name, cid, changed, new[name]))
+    txn.put("integrity", cid, integrity_errors(campaign_row, merged_attempts))
+
+
+def _merged(
+    store: Store, name: str, cid: str, changed: list[str], new: pl.DataFrame
+) -> pl.LazyFrame:
+    """The stored rows of untouched attempts, then the new rows (streams the old partition)."""
+    kept = store.scan(name, [cid]).filter(~pl.col("attempt_id").is_in(changed))
+    return pl.concat([kept, new.lazy()], how="vertical")
+
+
+# -- documents -> rows --------------------------------------------------------------------------
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def campaign_frame(cid: str, campaign: Document) -> pl.DataFrame:
+    """The one ``campaigns`` row of a valid campaign.json (policy with defaults filled)."""
+    doc = campaign.data
+    policy = with_defaults(doc["policy"])
+    canonical = canonical_policy(doc["policy"])
+    row = {
+        "campaign_id": cid,
+        "kind": doc["kind"],
+        "created_at": parse_timestamp(doc["created_at"]),
+        "metric_name": doc["metric"]["name"],
+        "metric_better": doc["metric"]["better"],
+        **{
+            k: policy[k]
+            for k in (
+                "decision",
+                "require_explanation",
+                "min_improvement_pct",
+                "confidence",
+                "resamples",
+                "seed",
+                "min_pairs",
+            )
+        },
+        "policy_json": canonical.decode("utf-8"),
+        "policy_sha256": doc["policy_sha256"],
+        "policy_sha256_actual": _sha256(canonical),
+        "source_sha256": campaign.sha256,
+    }
+    return pl.DataFrame([row], schema=table("campaigns").polars_schema())
+
+
+def attempt_frames(
+    cid: str, attempts: Sequence[ValidAttempt], first_seen: dict[str, str | None]
+) -> dict[str, pl.DataFrame]:
+    """New rows of every per-attempt table for these attempts."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in ATTEMPT_TABLES}
+    for attempt in attempts:
+        rows["attempts"].append(_attempt_row(cid, attempt, first_seen))
+        rows["expectations"] += _expectation_rows(cid, attempt)
+        for run in attempt.runs:
+            key = {
+                "campaign_id": cid,
+                "attempt_id": attempt.attempt_id,
+                "side": run.data["side"],
+                "repetition": run.data["repetition"],
+            }
+            rows["samples"].append(
+                {
+                    **key,
+                    "status": run.data["status"],
+                    "metric": run.data.get("metric"),
+                    "line": run.line,
+                }
+            )
+            rows["breakdown"] += _breakdown_rows(key, run.data.get("breakdown") or {})
+            rows["counters"] += [
+                {**key, "counter": name, "value": float(value)}
+                for name, value in (run.data.get("counters") or {}).items()
+            ]
+    return {
+        name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
+        for name, found in rows.items()
+    }
+
+
+def _attempt_row(
+    cid: str, attempt: ValidAttempt, first_seen: dict[str, str | None]
+) -> dict[str, Any]:
+    doc, files = attempt.attempt.data, attempt.files
+    actual = attempt.mechanism.sha256 if attempt.mechanism else None
+    declared = doc.get("declared_at")
+    # The first digest the store saw is kept (even "no mechanism"); a new attempt is seen now.
+    return {
+        "campaign_id": cid,
+        "attempt_id": attempt.attempt_id,
+        "round": doc["round"],
+        "candidate": doc["candidate"],
+        "baseline": doc["baseline"],
+        "status": doc["status"],
+        "declared_at": parse_timestamp(declared) if declared else None,
+        "started_at": parse_timestamp(doc["started_at"]),
+        "mechanism_sha256": doc.get("mechanism_sha256"),
+        "mechanism_sha256_actual": actual,
+        "mechanism_sha256_first_seen": first_seen.get(attempt.attempt_id, actual),
+        "hypothesis": attempt.mechanism.data["hypothesis"] if attempt.mechanism else None,
+        "n_lines": len(attempt.runs),
+        "inputs_sha256": files.inputs_sha256,
+        "source_dir": str(files.folder),
+    }
+
+
+def _expectation_rows(cid: str, attempt: ValidAttempt) -> list[dict[str, Any]]:
+    if attempt.mechanism is None:
+        return []
+    return [
+        {"campaign_id": cid, "attempt_id": attempt.attempt_id, "position": i, **item}
+        for i, item in enumerate(attempt.mechanism.data["expectations"])
+    ]
+
+
+def _breakdown_rows(key: dict[str, Any], breakdown: dict[str, Any]) -> list[dict[str, Any]]:
+    """step -> region -> seconds; a flat {region: seconds} is the single step ``all``."""
+    if breakdown and not isinstance(next(iter(breakdown.values())), dict):
+        breakdown = {"all": breakdown}
+    return [
+        {**key, "step": step, "region": region, "seconds": float(seconds)}
+        for step, regions in breakdown.items()
+        for region, seconds in regions.items()
+    ]
+
+
+__all__ = ["AttemptFiles", "IngestReport", "Issue", "ingest"]

@@ -1,0 +1,626 @@
+"""Validation of stored attempts (SPEC 2): the JSON Schemas, plus the rules a schema cannot say.
+
+Every problem becomes an :class:`Issue` naming file, line, field, reason and a reason code; all the
+problems of a document are reported in one pass. Nothing here touches the store.
+
+Rules beyond ``schemas/*.schema.json``:
+- ``NaN``/``Infinity`` tokens and numbers too large for a float are ``not_finite``;
+- JSON objects with a repeated key are ``duplicate_key`` (JSON parsers silently keep one of them);
+- an unknown ``schema`` kind or version is ``unknown_schema`` (the rest of that document is not
+  checked: it may follow another format);
+- timestamps are RFC 3339 with a time zone (``bad_timestamp``);
+- ids match ``ID_PATTERN`` exactly and equal their directory names (``bad_id``, ``id_mismatch``);
+- a breakdown is either flat ``{region: s}`` or nested ``{step: {region: s}}``
+  (``mixed_breakdown``); ``(side, repetition)`` is unique (``duplicate_run``);
+- ``(target, name)`` of expectations is unique (``duplicate_expectation``); a benchmark campaign
+  refuses mechanism declarations (``mechanism_in_benchmark``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from json.decoder import scanstring
+from pathlib import Path
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
+
+from pipeline.contracts import document_schema
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SCHEMA_PREFIX = "explain-pipeline/"
+INT64_MAX = 2**63 - 1
+
+DocumentKind = Literal["campaign", "attempt", "mechanism", "measurement"]
+JsonPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem of one input file, at one line and field."""
+
+    path: str
+    line: int | None
+    field: str
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        what = f'field "{self.field}": ' if self.field else ""
+        return f"{where}: {what}{self.message} [{self.code}]"
+
+
+# -- small helpers ----------------------------------------------------------------------------
+def field_name(path: JsonPath) -> str:
+    """``("breakdown", "decode-0", "mlp")`` -> ``breakdown.decode-0.mlp``; indices as ``[i]``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def describe(value: Any) -> str:
+    """A value as the user wrote it, short enough for one line."""
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, _Token):
+        return value.token
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + '..."'
+
+
+def valid_id(name: str) -> bool:
+    return ID_PATTERN.fullmatch(name) is not None
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """RFC 3339 with a time zone -> aware UTC datetime (microseconds); None when not that."""
+    match = _RFC3339.fullmatch(text)
+    if match is None:
+        return None
+    date, time, fraction, zone = match.groups()
+    fraction = (fraction or "")[:7].ljust(7, "0") if fraction else ""
+    zone = "+00:00" if zone in ("Z", "z") else zone
+    try:
+        return datetime.fromisoformat(f"{date}T{time}{fraction}{zone}").astimezone(UTC)
+    except ValueError:
+        return None
+
+
+_RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+# -- JSON parsing: positions, non-finite numbers, repeated keys --------------------------------
+class _Token(float):
+    """A float parsed from a ``NaN``/``Infinity`` token, remembering how it was written."""
+
+    token: str
+
+    def __new__(cls, token: str) -> _Token:
+        value = super().__new__(cls, float(token.replace("Infinity", "inf")))
+        value.token = token
+        return value
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers keys written more than once."""
+
+    repeated: tuple[str, ...] = ()
+
+
+def _object(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        obj.repeated = tuple(k for i, k in enumerate(keys) if k in keys[:i])
+    return obj
+
+
+def parse_json(text: str) -> Any:
+    """json.loads that keeps NaN/Infinity visible and records repeated keys (raises ValueError)."""
+    return json.loads(text, parse_constant=_Token, object_pairs_hook=_object)
+
+
+def _number_issues(doc: Any, path: JsonPath = ()) -> Iterator[tuple[JsonPath, str, str]]:
+    """(path, code, message) for non-finite numbers, overflowing integers and repeated keys."""
+    if isinstance(doc, dict):
+        for key in getattr(doc, "repeated", ()):
+            yield (*path, key), "duplicate_key", "is written more than once in this object"
+        for key, value in doc.items():
+            yield from _number_issues(value, (*path, key))
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc):
+            yield from _number_issues(value, (*path, i))
+    elif isinstance(doc, _Token):
+        yield path, "not_finite", f"must be a finite number, got {doc.token}"
+    elif _overflows(doc):
+        yield path, "not_finite", "must be a finite number, got a number too large for a float"
+
+
+def _overflows(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    return is_int and abs(value) > sys.float_info.max
+
+
+_WS = " \t\n\r"
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in _WS:
+        pos += 1
+    return pos
+
+
+def locate(text: str, path: JsonPath) -> int:
+    """1-based line of the key (or array item) at ``path`` in a JSON text; the deepest one found."""
+    decoder = json.JSONDecoder(parse_constant=float)
+    pos, found = _skip(text, 0), 0
+    for part in path:
+        pos, hit = _child(text, pos, part, decoder)
+        if hit < 0:
+            break
+        found = hit
+    return text.count("\n", 0, found) + 1
+
+
+def _child(text: str, pos: int, part: str | int, decoder: json.JSONDecoder) -> tuple[int, int]:
+    """Position of the value of ``part`` inside the container at ``pos``, and of its key."""
+    opener = text[pos : pos + 1]
+    if opener not in ("{", "["):
+        return pos, -1
+    pos, index = _skip(text, pos + 1), 0
+    while pos < len(text) and text[pos] not in "}]":
+        start = pos
+        if opener == "{":
+            key, pos = scanstring(text, pos + 1)
+            pos = _skip(text, _skip(text, pos) + 1)  # past ':'
+            hit = key == part
+        else:
+            hit = index == part
+        if hit:
+            return pos, start
+        _, pos = decoder.raw_decode(text, pos)
+        pos = _skip(text, pos)
+        pos, index = _skip(text, pos + 1) if text[pos : pos + 1] == "," else pos, index + 1
+    return pos, -1
+
+
+# -- JSON Schema errors -> issues --------------------------------------------------------------
+def _strict_integer(_checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+@cache
+def _validator(kind: DocumentKind) -> Any:
+    return _Validator(document_schema(kind))
+
+
+def _schema_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, str, str]]:
+    for error in _validator(kind).iter_errors(doc):
+        yield from _translate(error)
+
+
+def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
+    """One jsonschema error -> (path, code, message) items a person can act on."""
+    path: JsonPath = tuple(error.absolute_path)
+    keyword, expected, got = error.validator, error.validator_value, error.instance
+    in_then = "then" in error.absolute_schema_path
+    if keyword == "required":
+        for name in expected:
+            if isinstance(got, dict) and name not in got:
+                suffix = " for an ok run" if in_then else ""
+                yield (*path, name), "missing", f"is required{suffix}"
+    elif keyword == "dependentRequired":
+        for trigger, needed in expected.items():
+            for name in needed:
+                if trigger in got and name not in got:
+                    yield (*path, name), "missing", f'is required when "{trigger}" is present'
+    elif keyword == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        hint = f" (known fields: {', '.join(known)})" if known else ""
+        for name in got:
+            if name not in error.schema.get("properties", {}):
+                yield (*path, name), "unknown_field", f"is not a known field{hint}"
+    elif keyword == "type":
+        wanted = [expected] if isinstance(expected, str) else expected
+        names = " or ".join(_TYPE_NAMES[t] for t in wanted)
+        yield path, "wrong_type", f"must be {names}, got {describe(got)}"
+    elif keyword == "enum":
+        yield path, "not_allowed", f"must be one of {', '.join(expected)}, got {describe(got)}"
+    elif keyword == "minimum" and expected == 0:
+        yield path, "negative", f"must be >= 0, got {describe(got)}"
+    elif keyword == "exclusiveMinimum" and in_then:
+        yield path, "not_positive", f"must be > 0 for an ok run, got {describe(got)}"
+    elif keyword in _BOUNDS:
+        yield path, "out_of_range", f"must be {_BOUNDS[keyword]} {expected}, got {describe(got)}"
+    elif keyword == "pattern":
+        code = "bad_id" if path and path[-1] in ("campaign_id", "attempt_id") else "bad_format"
+        yield path, code, f"must match {expected}, got {describe(got)}"
+    elif keyword in ("minLength", "minItems"):
+        yield path, "empty", "must not be empty"
+    elif keyword == "contains":
+        yield (
+            path,
+            "no_directional_expectation",
+            ("must contain at least one expectation with expect decrease or increase"),
+        )
+    elif keyword == "const":
+        yield path, "not_allowed", f"must be {describe(expected)}, got {describe(got)}"
+    else:  # a keyword added to a schema later: jsonschema's own words
+        yield path, "invalid", error.message
+
+
+_BOUNDS = {
+    "minimum": ">=",
+    "maximum": "<=",
+    "exclusiveMinimum": ">",
+    "exclusiveMaximum": "<",
+}
+
+# When one field breaks several rules, the more specific one is enough.
+_SHADOWED_BY = {"negative": "not_positive", "no_directional_expectation": "empty"}
+
+
+def _dedupe(items: Sequence[tuple[JsonPath, str, str]]) -> list[tuple[JsonPath, str, str]]:
+    """One issue per (field, code); a non-finite number hides every other rule of its field."""
+    codes: dict[JsonPath, set[str]] = {}
+    for path, code, _ in items:
+        codes.setdefault(path, set()).add(code)
+    out: list[tuple[JsonPath, str, str]] = []
+    seen: set[tuple[JsonPath, str]] = set()
+    for path, code, message in items:
+        here = codes[path]
+        hidden = _SHADOWED_BY.get(code) in here or (code != "not_finite" and "not_finite" in here)
+        if hidden or (path, code) in seen:
+            continue
+        seen.add((path, code))
+        out.append((path, code, message))
+    return out
+
+
+# -- documents --------------------------------------------------------------------------------
+def check_document(kind: DocumentKind, doc: Any) -> list[tuple[JsonPath, str, str]]:
+    """Every problem of one parsed document as (path, code, message), in document order."""
+    if kind != "measurement":
+        schema_problem = _schema_field(kind, doc)
+        if schema_problem is not None:
+            return [schema_problem]
+    items = list(_number_issues(doc))
+    items += _schema_issues(kind, doc)
+    items += _semantic_issues(kind, doc)
+    return _dedupe(items)
+
+
+def _schema_field(kind: DocumentKind, doc: Any) -> tuple[JsonPath, str, str] | None:
+    """The ``schema`` field first: with an unknown kind or version nothing else can be judged."""
+    if not isinstance(doc, dict) or "schema" not in doc:
+        return None  # the schema check reports the missing field with everything else
+    wanted = f"{SCHEMA_PREFIX}{kind}/v1"
+    if doc["schema"] == wanted:
+        return None
+    return (
+        ("schema",),
+        "unknown_schema",
+        f"must be {describe(wanted)}, got {describe(doc['schema'])}",
+    )
+
+
+def _semantic_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, str, str]]:
+    if not isinstance(doc, dict):
+        return
+    for key in ("campaign_id", "attempt_id"):
+        value = doc.get(key)
+        if isinstance(value, str) and not valid_id(value):
+            yield (key,), "bad_id", f"must match ^{ID_PATTERN.pattern}$, got {describe(value)}"
+    for key in ("created_at", "declared_at", "started_at"):
+        value = doc.get(key)
+        if isinstance(value, str) and parse_timestamp(value) is None:
+            yield (
+                (key,),
+                "bad_timestamp",
+                (f"must be an RFC 3339 timestamp with a time zone, got {describe(value)}"),
+            )
+    if kind == "measurement":
+        yield from _breakdown_shape(doc.get("breakdown"))
+    if kind == "mechanism":
+        yield from _repeated_expectations(doc.get("expectations"))
+
+
+def _breakdown_shape(breakdown: Any) -> Iterator[tuple[JsonPath, str, str]]:
+    if not isinstance(breakdown, dict):
+        return
+    nested = {isinstance(v, dict) for v in breakdown.values()}
+    if len(nested) > 1:
+        yield (
+            ("breakdown",),
+            "mixed_breakdown",
+            ("mixes flat {region: seconds} and nested {step: {region: seconds}} entries"),
+        )
+
+
+def _repeated_expectations(expectations: Any) -> Iterator[tuple[JsonPath, str, str]]:
+    if not isinstance(expectations, list):
+        return
+    first: dict[tuple[Any, Any], int] = {}
+    for i, item in enumerate(expectations):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        key = (item.get("target"), item["name"])
+        if key in first:
+            yield (
+                ("expectations", i),
+                "duplicate_expectation",
+                f"repeats ({key[0]}, {key[1]}) of expectations[{first[key]}]",
+            )
+        else:
+            first[key] = i
+
+
+# -- files ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Document:
+    """A parsed, valid JSON document and the digest of its bytes."""
+
+    data: dict[str, Any]
+    sha256: str
+    text: str
+
+    def line_of(self, *path: str | int) -> int:
+        return locate(self.text, path)
+
+
+def read_bytes(path: Path) -> tuple[bytes | None, list[Issue]]:
+    try:
+        return path.read_bytes(), []
+    except FileNotFoundError:
+        return None, [Issue(str(path), None, "", "missing_file", "file not found")]
+    except OSError as exc:
+        return None, [Issue(str(path), None, "", "unreadable", f"cannot read: {exc.strerror}")]
+
+
+def _decode(path: Path, body: bytes) -> tuple[str | None, list[Issue]]:
+    try:
+        return body.decode("utf-8-sig"), []
+    except UnicodeDecodeError as exc:
+        line = body.count(b"\n", 0, exc.start) + 1
+        return None, [Issue(str(path), line, "", "bad_encoding", "is not valid UTF-8")]
+
+
+def _json_error(path: Path, exc: ValueError, line_offset: int = 0) -> Issue:
+    if isinstance(exc, json.JSONDecodeError):
+        where = f" (column {exc.colno})"
+        return Issue(
+            str(path), line_offset + exc.lineno, "", "bad_json", f"invalid JSON: {exc.msg}{where}"
+        )
+    return Issue(str(path), line_offset + 1, "", "bad_json", f"invalid JSON: {exc}")
+
+
+def validate_document(
+    path: Path, body: bytes, kind: DocumentKind
+) -> tuple[Document | None, list[Issue]]:
+    """Parse and check one JSON document (campaign.json, attempt.json, mechanism.json)."""
+    text, issues = _decode(path, body)
+    if text is None:
+        return None, issues
+    try:
+        doc = parse_json(text)
+    except ValueError as exc:
+        return None, [_json_error(path, exc)]
+    found = sorted(
+        (
+            Issue(str(path), locate(text, p), field_name(p), code, message)
+            for p, code, message in check_document(kind, doc)
+        ),
+        key=lambda issue: issue.line or 0,
+    )
+    if found:
+        return None, found
+    return Document(doc, hashlib.sha256(body).hexdigest(), text), []
+
+
+@dataclass(frozen=True)
+class Run:
+    """One valid line of measurements.jsonl."""
+
+    line: int
+    data: dict[str, Any]
+
+
+def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, list[Issue]]:
+    """Every line of measurements.jsonl (blank lines are skipped), then (side, repetition)."""
+    text, issues = _decode(path, body)
+    if text is None:
+        return None, issues
+    runs: list[Run] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            doc = parse_json(raw)
+        except ValueError as exc:
+            issues.append(_json_error(path, exc, number - 1))
+            continue
+        problems = check_document("measurement", doc)
+        issues += [Issue(str(path), number, field_name(p), c, m) for p, c, m in problems]
+        if not problems:
+            runs.append(Run(number, doc))
+    issues += _duplicate_runs(path, runs)
+    return (None if issues else runs), issues
+
+
+def _duplicate_runs(path: Path, runs: Sequence[Run]) -> Iterator[Issue]:
+    first: dict[tuple[str, int], int] = {}
+    for run in runs:
+        key = (run.data["side"], run.data["repetition"])
+        if key in first:
+            yield Issue(
+                str(path),
+                run.line,
+                "repetition",
+                "duplicate_run",
+                f"repeats the {key[0]} run of repetition {key[1]} (line {first[key]})",
+            )
+        else:
+            first[key] = run.line
+
+
+def check_directory_id(folder: Path, what: Literal["campaign", "attempt"]) -> list[Issue]:
+    """A directory name is checked before it is used for anything else."""
+    if valid_id(folder.name):
+        return []
+    return [
+        Issue(
+            str(folder),
+            None,
+            f"{what}_id",
+            "bad_id",
+            f"directory name must match ^{ID_PATTERN.pattern}$, got {describe(folder.name)}",
+        )
+    ]
+
+
+def check_id_matches(path: Path, document: Document, key: str, folder_name: str) -> list[Issue]:
+    value = document.data[key]
+    if value == folder_name:
+        return []
+    return [
+        Issue(
+            str(path),
+            document.line_of(key),
+            key,
+            "id_mismatch",
+            f"must equal its directory name {describe(folder_name)}, got {describe(value)}",
+        )
+    ]
+
+
+# -- campaigns and attempts -------------------------------------------------------------------
+CAMPAIGN_FILE = "campaign.json"
+ATTEMPT_FILE = "attempt.json"
+MECHANISM_FILE = "mechanism.json"
+MEASUREMENTS_FILE = "measurements.jsonl"
+
+
+def validate_campaign(folder: Path) -> tuple[Document | None, list[Issue]]:
+    """campaign.json of a campaign folder whose name was checked first."""
+    issues = check_directory_id(folder, "campaign")
+    if issues:
+        return None, issues
+    path = folder / CAMPAIGN_FILE
+    body, issues = read_bytes(path)
+    if body is None:
+        return None, issues
+    document, issues = validate_document(path, body, "campaign")
+    if document is None:
+        return None, issues
+    issues = check_id_matches(path, document, "campaign_id", folder.name)
+    return (None, issues) if issues else (document, [])
+
+
+@dataclass(frozen=True)
+class AttemptFiles:
+    """The bytes of one attempt folder's input files and their digest."""
+
+    folder: Path
+    bodies: dict[str, bytes]
+
+    @property
+    def inputs_sha256(self) -> str:
+        """sha256 over (name, size, bytes) of each input file, in name order."""
+        digest = hashlib.sha256()
+        for name in sorted(self.bodies):
+            body = self.bodies[name]
+            digest.update(name.encode() + b"\0" + len(body).to_bytes(8, "big") + body)
+        return digest.hexdigest()
+
+
+def read_attempt_files(folder: Path) -> tuple[AttemptFiles | None, list[Issue]]:
+    """attempt.json and measurements.jsonl must exist; mechanism.json is optional."""
+    issues = check_directory_id(folder, "attempt")
+    if issues:
+        return None, issues
+    bodies: dict[str, bytes] = {}
+    for name in (ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE):
+        body, problems = read_bytes(folder / name)
+        if body is not None:
+            bodies[name] = body
+        elif name != MECHANISM_FILE or problems[0].code != "missing_file":
+            issues += problems
+    return (None, issues) if issues else (AttemptFiles(folder, bodies), [])
+
+
+@dataclass(frozen=True)
+class ValidAttempt:
+    """One attempt whose every document passed validation."""
+
+    files: AttemptFiles
+    attempt: Document
+    mechanism: Document | None
+    runs: list[Run]
+
+    @property
+    def attempt_id(self) -> str:
+        return str(self.attempt.data["attempt_id"])
+
+
+def validate_attempt(
+    files: AttemptFiles, *, benchmark: bool
+) -> tuple[ValidAttempt | None, list[Issue]]:
+    """Every document of one attempt; any issue rejects the attempt whole."""
+    folder = files.folder
+    attempt, issues = validate_document(
+        folder / ATTEMPT_FILE, files.bodies[ATTEMPT_FILE], "attempt"
+    )
+    if attempt is not None:
+        issues += check_id_matches(folder / ATTEMPT_FILE, attempt, "attempt_id", folder.name)
+    mechanism = None
+    if MECHANISM_FILE in files.bodies:
+        mechanism, problems = _validate_mechanism(files, benchmark=benchmark)
+        issues += problems
+    runs, problems = validate_measurements(
+        folder / MEASUREMENTS_FILE, files.bodies[MEASUREMENTS_FILE]
+    )
+    issues += problems
+    if issues or attempt is None or runs is None:
+        return None, issues
+    return ValidAttempt(files, attempt, mechanism, runs), []
+
+
+def _validate_mechanism(
+    files: AttemptFiles, *, benchmark: bool
+) -> tuple[Document | None, list[Issue]]:
+    path = files.folder / MECHANISM_FILE
+    if benchmark:
+        message = "a benchmark campaign refuses mechanism declarations (remove mechanism.json)"
+        return None, [Issue(str(path), None, "", "mechanism_in_benchmark", message)]
+    return validate_document(path, files.bodies[MECHANISM_FILE], "mechanism")
