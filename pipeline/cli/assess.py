@@ -1,7 +1,234 @@
-"""CLI commands of this area (filled in by its issue)."""
+"""`explain-pipeline assess`: verdicts and explanations of one campaign or all of them."""
 
 from __future__ import annotations
 
-import click
+import io
+import json
+import math
+from typing import Any
 
-COMMANDS: list[click.Command] = []
+import click
+import polars as pl
+
+from pipeline.assess import AssessResult, assess, parse_what_if
+from pipeline.cli.common import format_option, store_option
+from pipeline.errors import UsageError
+from pipeline.quantities import ATTEMPT
+from pipeline.store import Store
+
+_COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", "direction",
+                      "status", "reason"]  # fmt: skip
+_OUTCOME_FIELDS = ["position", "target", "name", "expect", "evidence", "direction", "outcome",
+                   "reason"]  # fmt: skip
+_HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, high]",
+            "share", "explanation", "verdict", "eligible", "best")  # fmt: skip
+
+
+@click.command("assess")
+@click.argument("campaign_id", required=False)
+@click.option("--all", "all_campaigns", is_flag=True, help="Assess every campaign in the store.")
+@store_option
+@format_option("table", "json", "csv")
+@click.option(
+    "--what-if",
+    "what_if",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Verdicts under another policy (decision, require_explanation, min_improvement_pct; "
+    "confidence, resamples, seed, min_pairs recompute the intervals). Never stored. Repeatable.",
+)
+def assess_command(
+    campaign_id: str | None,
+    all_campaigns: bool,
+    store_path: str | None,
+    fmt: str,
+    what_if: tuple[str, ...],
+) -> int:
+    """Paired intervals, mechanical explanations and verdicts (SPEC 4-6).
+
+    Prints one row per attempt: round, candidate, pairs, median improvement %, paired
+    estimate [low, high], share speedup, explanation, verdict (reason), eligible and the
+    campaign's best attempt (*). Results are stored in the tables comparisons, outcomes and
+    assessments; attempts whose inputs and policy are unchanged are not recomputed. A campaign
+    with an integrity error is blocked: its errors are listed, no verdict is issued, exit 3.
+
+    \b
+    Example:
+      explain-pipeline assess llama-decode-2026-11
+      explain-pipeline assess --all --format json
+      explain-pipeline assess llama-decode-2026-11 --what-if decision=paired \\
+          --what-if require_explanation=true
+    """
+    if bool(campaign_id) == all_campaigns:
+        raise UsageError("give one CAMPAIGN_ID or --all")
+    store = Store.open(store_path)
+    overrides = parse_what_if(what_if) or None
+    result = assess(store, None if all_campaigns else [campaign_id or ""], what_if=overrides)
+    render = {"table": render_table, "json": render_json, "csv": render_csv}[fmt]
+    click.echo(render(result), nl=False)
+    if result.blocked.height:
+        ids = ", ".join(result.blocked["campaign_id"].unique(maintain_order=True))
+        click.echo(f"error: blocked by integrity errors: {ids}", err=True)
+    return int(result.exit_code)
+
+
+# -- rendering -------------------------------------------------------------------------------------
+def _num(value: float | None, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return format(value, spec)
+
+
+def _cells(row: dict[str, Any]) -> tuple[str, ...]:
+    interval = "-"
+    if row["paired_estimate"] is not None:
+        interval = _num(row["paired_estimate"], ".4f")
+        if row["paired_low"] is not None:
+            low, high = _num(row["paired_low"], ".4f"), _num(row["paired_high"], ".4f")
+            interval += f" [{low}, {high}]"
+    verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
+    return (
+        str(row["round"]),
+        row["attempt_id"],
+        row["candidate"],
+        str(row["n_pairs"]),
+        _num(row["improvement_pct"], "+.2f"),
+        interval,
+        _num(row["share_speedup"], ".4f"),
+        row["explanation"],
+        verdict,
+        "yes" if row["eligible"] else "no",
+        "*" if row["best"] else "",
+    )
+
+
+def _grid(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() + "\n"
+        for r in rows
+    )
+
+
+def _integrity_lines(errors: pl.DataFrame) -> str:
+    out = []
+    for e in errors.iter_rows(named=True):
+        where = f"attempt {e['attempt_id']}" if e["attempt_id"] else "campaign"
+        out.append(f"  {where}: [{e['code']}] {e['message']}\n")
+        out.append(f"    expected: {e['expected'] or '-'}\n    actual:   {e['actual'] or '-'}\n")
+    return "".join(out)
+
+
+def _campaign_order(result: AssessResult) -> list[str]:
+    ids = result.assessments["campaign_id"].to_list() + result.blocked["campaign_id"].to_list()
+    return sorted(set(ids))
+
+
+def _changed(result: AssessResult, campaign_id: str | None = None) -> tuple[int, int]:
+    changed, total = result.changed_verdicts(), result.assessments
+    if campaign_id is not None:
+        changed = changed.filter(pl.col("campaign_id") == campaign_id)
+        total = total.filter(pl.col("campaign_id") == campaign_id)
+    return changed.height, total.height
+
+
+def _what_if_label(result: AssessResult) -> str:
+    pairs = " ".join(f"{k}={v}" for k, v in (result.what_if or {}).items())
+    return f"WHAT-IF (not stored): {pairs}"
+
+
+def render_table(result: AssessResult) -> str:
+    out = io.StringIO()
+    if result.what_if:
+        out.write(_what_if_label(result) + "\n\n")
+    for cid in _campaign_order(result):
+        errors = result.blocked.filter(pl.col("campaign_id") == cid)
+        if errors.height:
+            out.write(f"campaign {cid}: BLOCKED by {errors.height} integrity error(s); ")
+            out.write("no verdicts issued\n" + _integrity_lines(errors) + "\n")
+            continue
+        rows = result.assessments.filter(pl.col("campaign_id") == cid)
+        first = rows.row(0, named=True) if rows.height else {}
+        policy = (
+            f"decision={first.get('decision')} require_explanation="
+            f"{str(first.get('require_explanation')).lower()}"
+            if first
+            else "no attempts"
+        )
+        out.write(f"campaign {cid}: {policy}\n")
+        if rows.height:
+            out.write(_grid([_HEADERS, *(_cells(r) for r in rows.iter_rows(named=True))]))
+        if result.what_if:
+            changed, total = _changed(result, cid)
+            out.write(f"verdicts that differ from the frozen policy: {changed} of {total}\n")
+        out.write("\n")
+    if result.what_if:
+        changed, total = _changed(result)
+        out.write(f"what-if changes {changed} of {total} verdicts\n")
+    if not _campaign_order(result):
+        out.write("no campaigns to assess\n")
+    return out.getvalue()
+
+
+def _jsonable(value: Any) -> Any:
+    """Infinite ratios become the strings "inf"/"-inf" (JSON has no infinity); NaN becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _nested(result: AssessResult) -> pl.DataFrame:
+    comps = result.comparisons.group_by(ATTEMPT).agg(
+        pl.struct(_COMPARISON_FIELDS).alias("comparisons")
+    )
+    outs = result.outcomes.group_by(ATTEMPT).agg(pl.struct(_OUTCOME_FIELDS).alias("outcomes"))
+    return (
+        result.assessments.join(comps, on=ATTEMPT, how="left")
+        .join(outs, on=ATTEMPT, how="left")
+        .with_columns(
+            pl.col("comparisons").fill_null([]),
+            pl.col("outcomes").fill_null([]),
+        )
+    )
+
+
+def render_json(result: AssessResult) -> str:
+    nested = _nested(result)
+    campaigns = []
+    for cid in _campaign_order(result):
+        errors = result.blocked.filter(pl.col("campaign_id") == cid)
+        entry: dict[str, Any] = {
+            "campaign_id": cid,
+            "status": "blocked" if errors.height else "assessed",
+        }
+        entry["integrity_errors"] = errors.drop("campaign_id").to_dicts()
+        entry["attempts"] = (
+            nested.filter(pl.col("campaign_id") == cid).drop("campaign_id").to_dicts()
+        )
+        if result.what_if:
+            entry["verdicts_changed"] = _changed(result, cid)[0]
+        campaigns.append(entry)
+    document = {"what_if": result.what_if, "campaigns": campaigns}
+    if result.what_if:
+        document["verdicts_changed"] = _changed(result)[0]
+    return json.dumps(_jsonable(document), indent=2, default=str) + "\n"
+
+
+def render_csv(result: AssessResult) -> str:
+    """One row per attempt (assessments columns); integrity errors go to stderr."""
+    if result.blocked.height:
+        click.echo(_integrity_lines(result.blocked), err=True, nl=False)
+    frame = result.assessments
+    if result.what_if:
+        label = " ".join(f"{k}={v}" for k, v in result.what_if.items())
+        frame = frame.with_columns(pl.lit(label).alias("what_if"))
+    return frame.write_csv()
+
+
+COMMANDS: list[click.Command] = [assess_command]
