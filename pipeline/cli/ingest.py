@@ -1,7 +1,60 @@
-"""CLI commands of this area (filled in by its issue)."""
+"""`explain-pipeline ingest`: stored attempts -> the Parquet store."""
 
 from __future__ import annotations
 
-import click
+import sys
+from pathlib import Path
 
-COMMANDS: list[click.Command] = []
+import click
+import polars as pl
+
+from pipeline.cli.common import store_option
+from pipeline.errors import EXIT_CODES_HELP, ExitCode
+from pipeline.ingest import OUTCOMES, IngestReport, ingest
+from pipeline.store import Store
+
+
+@click.command("ingest", epilog=EXIT_CODES_HELP)
+@click.argument("source", type=click.Path(path_type=Path))
+@store_option
+def ingest_command(source: Path, store_path: str | None) -> int:
+    """Validate the stored attempts under SOURCE and write them to the store.
+
+    SOURCE is an attempts folder (one subfolder per campaign) or one campaign folder.
+    A bad attempt is rejected whole, with every error as `file:line: field "x": reason
+    [code]`; the others are still ingested. Unchanged attempts are not rewritten.
+
+    \b
+    Example:
+      explain-pipeline ingest data/attempts --store .explain-store
+      explain-pipeline ingest data/attempts/llama-decode-2026-11
+    """
+    report = ingest(source, Store.open(store_path), progress=sys.stderr.isatty())
+    click.echo(format_summary(report))
+    for issue in report.issues:
+        click.echo(str(issue), err=True)
+    return int(report.exit_code)
+
+
+def format_summary(report: IngestReport) -> str:
+    """A plain-text table: one line per campaign, then the totals."""
+    summary = report.summary()
+    totals = summary.select(pl.col(OUTCOMES).sum())
+    header = ("campaign", "campaign.json", *OUTCOMES)
+    rows = [tuple(str(v) for v in row) for row in summary.iter_rows()]
+    rows.append(("total", f"{summary.height} campaigns", *(str(v) for v in totals.row(0))))
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in (header, *rows)
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.insert(len(lines) - 1, lines[1])
+    status = "some input rejected" if report.exit_code == ExitCode.REJECTED else "ok"
+    return "\n".join([*lines, f"{len(report.issues)} errors ({status})"])
+
+
+COMMANDS: list[click.Command] = [ingest_command]

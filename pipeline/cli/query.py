@@ -1,7 +1,82 @@
-"""CLI commands of this area (filled in by its issue)."""
+"""`explain-pipeline query`: SQL over every table of the store, ad hoc or named."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-COMMANDS: list[click.Command] = []
+from pipeline.cli.common import format_option, store_option
+from pipeline.errors import EXIT_CODES_HELP, ExitCode, UsageError
+from pipeline.query import FORMATS, load_named_queries, open_store, run_sql, write_result
+from pipeline.store import resolve_store_path
+
+
+@click.command("query", epilog=EXIT_CODES_HELP)
+@click.argument("sql", required=False)
+@click.option("--name", "name", metavar="NAME", help="Run the named query NAME (see --list).")
+@click.option("--list", "list_", is_flag=True, help="List the named queries and exit.")
+@format_option(*FORMATS)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the result to FILE instead of stdout (required by --format parquet).",
+)
+@store_option
+def query_command(
+    sql: str | None,
+    name: str | None,
+    list_: bool,
+    fmt: str,
+    output: Path | None,
+    store_path: str | None,
+) -> int:
+    """Run SQL over every table of the store (Polars SQL).
+
+    Tables: campaigns, attempts, samples, breakdown, counters, expectations, integrity,
+    comparisons, outcomes, assessments (columns: schemas/tables.json). Named queries live in
+    queries/*.sql.
+
+    \b
+    Example:
+      explain-pipeline query "SELECT campaign_id, count(*) FROM samples GROUP BY 1"
+      explain-pipeline query --list
+      explain-pipeline query --name runs_per_side --format csv --output runs.csv
+    """
+    if list_:
+        click.echo(_listing())
+        return ExitCode.OK
+    if (sql is None) == (name is None):
+        raise UsageError("give either SQL or --name NAME (or --list)")
+    if fmt == "parquet" and output is None:
+        raise UsageError("--format parquet needs --output FILE")
+    text = sql if sql is not None else _named(name or "")
+    frame = run_sql(open_store(resolve_store_path(store_path)), text)
+    rendered = write_result(frame, fmt, output)  # type: ignore[arg-type]
+    if rendered is None:
+        click.echo(f"wrote {frame.height} rows to {output}", err=True)
+    else:
+        click.echo(rendered, nl=False)
+    return ExitCode.OK
+
+
+def _named(name: str) -> str:
+    queries = load_named_queries()
+    if name not in queries:
+        known = ", ".join(sorted(queries)) or "none"
+        raise UsageError(f'no named query "{name}" (known: {known})')
+    return queries[name].sql
+
+
+def _listing() -> str:
+    queries = load_named_queries()
+    if not queries:
+        return "no named queries"
+    width = max(len(n) for n in queries)
+    return "\n".join(
+        f"{q.name.ljust(width)}  {q.description}"
+        for q in sorted(queries.values(), key=lambda q: q.name)
+    )
+
+
+COMMANDS: list[click.Command] = [query_command]

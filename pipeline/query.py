@@ -1,0 +1,162 @@
+"""Ad-hoc and named SQL over every table of the store (Polars SQL on lazy scans).
+
+Named queries live in ``queries/*.sql``. A file holds one or more queries, each introduced by a
+header of comment lines, then its SQL::
+
+    -- name: runs_per_side
+    -- description: ok and failed runs per campaign, attempt and side
+    SELECT ...
+
+Further ``--`` lines right after the description continue it. The loader rejects a header without
+a name, a name used twice (in any file), a query without SQL and SQL before the first header,
+naming ``file:line``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import polars as pl
+
+from pipeline.contracts import contracts_dir, tables
+from pipeline.errors import StoreError, UsageError
+from pipeline.store import Store
+
+OutputFormat = Literal["table", "csv", "json", "parquet"]
+FORMATS: tuple[OutputFormat, ...] = ("table", "csv", "json", "parquet")
+_NAME = re.compile(r"--\s*name:(.*)")
+_DESCRIPTION = re.compile(r"--\s*description:(.*)")
+_VALID_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    name: str
+    description: str
+    sql: str
+    path: Path
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+# -- named queries --------------------------------------------------------------------------
+def load_named_queries(folder: Path | None = None) -> dict[str, NamedQuery]:
+    """Every query of every ``*.sql`` file in ``folder`` (default: the project's queries/)."""
+    folder = contracts_dir("queries") if folder is None else folder
+    found: dict[str, NamedQuery] = {}
+    errors: list[str] = []
+    for path in sorted(folder.glob("*.sql")):
+        for query, error in _parse_file(path):
+            if error:
+                errors.append(error)
+            elif query.name in found:
+                first = found[query.name].where
+                errors.append(f'{query.where}: query name "{query.name}" already used at {first}')
+            else:
+                found[query.name] = query
+    if errors:
+        raise UsageError("bad named query file:\n" + "\n".join(errors))
+    return found
+
+
+def _parse_file(path: Path) -> Iterator[tuple[NamedQuery, str]]:
+    """(query, "") for each well-formed query, (dummy, error text) for each broken one."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    starts = [i for i, text in enumerate(lines) if _NAME.fullmatch(text.strip())]
+    stray = next(
+        (
+            i
+            for i in range(starts[0] if starts else len(lines))
+            if lines[i].strip() and not lines[i].strip().startswith("--")
+        ),
+        None,
+    )
+    if stray is not None:
+        yield _broken(path, stray), f"{path}:{stray + 1}: SQL before the first '-- name:' header"
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(lines)
+        yield _parse_block(path, start, lines[start:end])
+
+
+def _broken(path: Path, index: int) -> NamedQuery:
+    return NamedQuery("", "", "", path, index + 1)
+
+
+def _parse_block(path: Path, start: int, block: list[str]) -> tuple[NamedQuery, str]:
+    where = f"{path}:{start + 1}"
+    name = _NAME.fullmatch(block[0].strip()).group(1).strip()  # type: ignore[union-attr]
+    if not _VALID_NAME.fullmatch(name):
+        return _broken(path, start), f"{where}: '-- name:' needs a name (letters, digits, _ . -)"
+    body = 1
+    description: list[str] = []
+    while body < len(block) and block[body].strip().startswith("--"):
+        text = block[body].strip()
+        match = _DESCRIPTION.fullmatch(text)
+        description.append(match.group(1).strip() if match else text[2:].strip())
+        body += 1
+    sql = "\n".join(block[body:]).strip().rstrip(";").strip()
+    if not sql:
+        return _broken(path, start), f'{where}: query "{name}" has no SQL'
+    return NamedQuery(name, " ".join(d for d in description if d), sql, path, start + 1), ""
+
+
+# -- running SQL ---------------------------------------------------------------------------
+def open_store(path: Path) -> Store:
+    if not path.is_dir():
+        raise UsageError(
+            f"no store at {path} (run `explain-pipeline ingest` first, or pass --store)"
+        )
+    return Store(path)
+
+
+def run_sql(store: Store, sql: str) -> pl.DataFrame:
+    """The result of one SQL statement over every table of the store."""
+    context = pl.SQLContext({name: store.scan(name) for name in tables()}, eager=False)
+    try:
+        return context.execute(sql.strip().rstrip(";")).collect()
+    except pl.exceptions.ComputeError as exc:
+        if str(exc).startswith("parquet"):
+            raise StoreError(f"{store.root}: cannot read the store: {_first_line(exc)}") from exc
+        raise UsageError(f"bad query: {_first_line(exc)}") from exc
+    except pl.exceptions.PolarsError as exc:
+        raise UsageError(f"bad query: {_first_line(exc)}") from exc
+    except OSError as exc:
+        raise StoreError(f"{store.root}: cannot read the store: {exc}") from exc
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# -- output --------------------------------------------------------------------------------
+def render(frame: pl.DataFrame, fmt: OutputFormat) -> str:
+    """The frame as text; ``table`` shows every row and column, strings in full."""
+    if fmt == "csv":
+        return frame.write_csv()
+    if fmt == "json":
+        return frame.write_json() + "\n"
+    if fmt == "table":
+        with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=10_000, tbl_width_chars=10_000):
+            return f"{frame}\n"
+    raise UsageError("--format parquet needs --output FILE (Parquet is binary)")
+
+
+def write_result(frame: pl.DataFrame, fmt: OutputFormat, output: Path | None) -> str | None:
+    """Write to ``output`` (returns None) or return the text for stdout."""
+    if fmt == "parquet" and output is not None:
+        frame.write_parquet(output)
+        return None
+    text = render(frame, fmt)
+    if output is None:
+        return text
+    with open(output, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+    return None
