@@ -1,7 +1,101 @@
-"""CLI commands of this area (filled in by its issue)."""
+"""The ``import`` command: profiler files of one run -> one SPEC 2.4 measurement line."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-COMMANDS: list[click.Command] = []
+from pipeline.errors import ExitCode
+from pipeline.importers import FORMATS, import_run
+
+
+@click.command("import")
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMATS))
+@click.argument("files", metavar="FILE...", nargs=-1, required=True)
+@click.option(
+    "--side", type=click.Choice(["baseline", "candidate"]), required=True, help="Side of the run."
+)
+@click.option(
+    "--repetition", type=click.IntRange(min=0), required=True, help="Repetition index (>= 0)."
+)
+@click.option(
+    "--metric",
+    type=float,
+    default=None,
+    help="End-to-end metric of the run (default: sum of step durations, in seconds; "
+    "required for nsys and ncu, which have no run time).",
+)
+@click.option(
+    "--step-pattern",
+    default=None,
+    help="kineto: user annotations whose whole name matches this regex are the steps "
+    "(default: ProfilerStep#N, named step-N).",
+)
+@click.option(
+    "--region-pattern",
+    default=None,
+    help="Keep only regions whose whole name (before any gpu: prefix) matches this regex.",
+)
+@click.option(
+    "--rename",
+    "renames",
+    multiple=True,
+    metavar="OLD=NEW",
+    help="Rename a region or counter (repeatable; two names renamed to one are added).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Append the line to this measurements.jsonl (refused if the run is already in it); "
+    "default: print it.",
+)
+def import_command(
+    fmt: str,
+    files: tuple[str, ...],
+    side: str,
+    repetition: int,
+    metric: float | None,
+    step_pattern: str | None,
+    region_pattern: str | None,
+    renames: tuple[str, ...],
+    output: Path | None,
+) -> int:
+    """Turn the profiler files of one run into one measurement line (SPEC 2.4).
+
+    FORMAT is kineto (PyTorch profiler Chrome trace, .json or .json.gz), nsys (nsys stats
+    --format csv reports), ncu (ncu --csv details or raw page) or msprof (msprof / torch_npu
+    CSV summaries). Several FILEs of one run are combined; nsys takes per-step files as
+    STEP=PATH. Source and notes go to stderr. See docs/import.md.
+
+    \b
+    Example:
+      explain-pipeline import kineto trace-b0.json.gz --side baseline --repetition 0 \\
+          --output attempts/c1/r1/measurements.jsonl
+      explain-pipeline import nsys report_nvtx_sum.csv report_cuda_api_sum.csv \\
+          --side candidate --repetition 3 --metric 0.0421 --rename decode=attention
+    """
+    line, imported = import_run(
+        fmt,
+        files,
+        side=side,  # type: ignore[arg-type]
+        repetition=repetition,
+        metric=metric,
+        step_pattern=step_pattern,
+        region_pattern=region_pattern,
+        renames=renames,
+        output=output,
+    )
+    steps = len(line.get("breakdown", {}))
+    click.echo(
+        f"imported {imported.provenance}: {steps} steps, "
+        f"{len(line.get('counters', {}))} counters -> {output or 'stdout'}",
+        err=True,
+    )
+    for note in imported.notes:
+        click.echo(f"note: {note}", err=True)
+    return ExitCode.OK
+
+
+COMMANDS: list[click.Command] = [import_command]

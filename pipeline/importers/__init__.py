@@ -1,0 +1,276 @@
+"""Importers: real profiler output -> one SPEC 2.4 measurement line per run.
+
+Every format module reads its files into an :class:`Imported` (step -> region -> seconds,
+counter -> value, the end-to-end metric when the input has one, all as exact Decimals). This
+module holds the format registry and the one place where a line is built, renamed, checked against
+``schemas/measurement.schema.json`` and appended to a measurements file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+
+from pipeline.contracts import document_schema
+from pipeline.errors import UsageError
+from pipeline.importers.common import ImportFormatError, fail, quoted
+
+Side = Literal["baseline", "candidate"]
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file; ``step`` is set when the user wrote ``STEP=PATH`` (per-step captures)."""
+
+    path: Path
+    step: str | None = None
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    step_pattern: re.Pattern[str] | None = None
+    region_pattern: re.Pattern[str] | None = None
+
+    def keeps_region(self, name: str) -> bool:
+        return self.region_pattern is None or self.region_pattern.fullmatch(name) is not None
+
+
+@dataclass
+class Imported:
+    """What one run's files say, before naming options and validation."""
+
+    format: str
+    breakdown: dict[str, dict[str, Decimal]]  # step -> region -> seconds
+    counters: dict[str, Decimal]
+    metric: Decimal | None  # seconds of the run, when the input has an end-to-end time
+    provenance: str  # source format and tool version, reported on stderr
+    notes: list[str] = field(default_factory=list)
+
+
+Reader = Callable[[Sequence[InputFile], ImportOptions], Imported]
+
+
+def _registry() -> dict[str, Reader]:
+    from pipeline.importers import kineto, msprof, ncu, nsys
+
+    return {"kineto": kineto.read, "nsys": nsys.read, "ncu": ncu.read, "msprof": msprof.read}
+
+
+FORMATS: tuple[str, ...] = ("kineto", "nsys", "ncu", "msprof")
+
+
+def parse_inputs(arguments: Sequence[str]) -> list[InputFile]:
+    """``PATH`` or ``STEP=PATH``. An argument naming an existing file is always a path, so a
+    file whose name contains ``=`` still works."""
+    inputs = []
+    for argument in arguments:
+        step, sep, rest = argument.partition("=")
+        if sep and step and rest and not Path(argument).exists():
+            inputs.append(InputFile(Path(rest), step))
+        else:
+            inputs.append(InputFile(Path(argument)))
+    return inputs
+
+
+def parse_renames(pairs: Sequence[str]) -> dict[str, str]:
+    renames: dict[str, str] = {}
+    for pair in pairs:
+        old, sep, new = pair.partition("=")
+        if not sep or not old or not new:
+            raise UsageError(f"--rename {quoted(pair)}: expected OLD=NEW")
+        if old in renames and renames[old] != new:
+            raise UsageError(f"--rename: {quoted(old)} is renamed twice")
+        renames[old] = new
+    return renames
+
+
+def compile_pattern(option: str, pattern: str | None) -> re.Pattern[str] | None:
+    if pattern is None:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"{option} {quoted(pattern)}: not a regular expression ({exc})") from None
+
+
+def read_run(fmt: str, inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
+    readers = _registry()
+    if fmt not in readers:
+        raise UsageError(f"unknown format {quoted(fmt)}: expected one of {', '.join(FORMATS)}")
+    if not inputs:
+        raise UsageError("expected at least one FILE")
+    return readers[fmt](inputs, options)
+
+
+# ------------------------------------------------------------------------------ building a line
+
+
+def _renamed(values: Mapping[str, Decimal], renames: Mapping[str, str]) -> dict[str, Decimal]:
+    # Renaming two names to one adds them: that is how a user merges names across formats.
+    out: dict[str, Decimal] = {}
+    for name, value in values.items():
+        new = renames.get(name, name)
+        out[new] = out.get(new, Decimal(0)) + value
+    return out
+
+
+def _number(value: Decimal) -> int | float:
+    """Integral values (counts, bytes) stay integers; others become the nearest float."""
+    if value == value.to_integral_value() and abs(value) < 2**53:
+        return int(value)
+    return float(value)
+
+
+def unused_renames(imported: Imported, renames: Mapping[str, str]) -> list[str]:
+    names = set(imported.counters) | {r for regions in imported.breakdown.values() for r in regions}
+    return [old for old in renames if old not in names]
+
+
+def build_line(
+    imported: Imported,
+    *,
+    side: Side,
+    repetition: int,
+    metric: float | None = None,
+    renames: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The SPEC 2.4 line of one run. ``metric`` overrides the input's end-to-end time; a format
+    without one (nsys, ncu summaries) needs it. The line is validated before it is returned."""
+    renames = renames or {}
+    if metric is None:
+        if imported.metric is None:
+            raise UsageError(
+                f"{imported.format} input has no end-to-end time for the run: give --metric VALUE"
+            )
+        metric_value: int | float = float(imported.metric)
+    else:
+        metric_value = metric
+    line: dict[str, Any] = {
+        "side": side,
+        "repetition": repetition,
+        "status": "ok",
+        "metric": metric_value,
+    }
+    breakdown = {
+        step: {region: _number(v) for region, v in sorted(_renamed(regions, renames).items())}
+        for step, regions in imported.breakdown.items()
+        if regions
+    }
+    if breakdown:
+        line["breakdown"] = breakdown
+    if imported.counters:
+        counters = _renamed(imported.counters, renames)
+        line["counters"] = {name: _number(v) for name, v in sorted(counters.items())}
+    check_line(line)
+    return line
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(document_schema("measurement"))
+
+
+def _numbers(value: Any, where: str) -> list[tuple[str, float]]:
+    if isinstance(value, dict):
+        return [item for k, v in value.items() for item in _numbers(v, f"{where}.{k}")]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [(where.lstrip("."), float(value))]
+    return []
+
+
+def check_line(line: Mapping[str, Any]) -> None:
+    """The project's own measurement contract: the JSON Schema, and every number finite."""
+    for name, value in _numbers(dict(line), ""):
+        if not math.isfinite(value):
+            raise ImportFormatError(f'field "{name}": expected a finite number, got {value}')
+    errors = sorted(_validator().iter_errors(dict(line)), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        where = ".".join(str(p) for p in first.absolute_path) or "(line)"
+        raise ImportFormatError(f'field "{where}": {first.message}')
+
+
+# ----------------------------------------------------------------------------------- writing out
+
+
+def _existing_runs(output: Path) -> set[tuple[str, int]]:
+    runs: set[tuple[str, int]] = set()
+    try:
+        text = output.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(output, None, f"cannot read the file: {exc.strerror or exc}") from None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            doc = json.loads(raw)
+        except ValueError as exc:
+            raise fail(output, number, f"expected a JSON measurement line, got {exc}") from None
+        if isinstance(doc, dict):
+            runs.add((str(doc.get("side")), doc.get("repetition", -1)))
+    return runs
+
+
+def write_line(line: Mapping[str, Any], output: Path | None) -> None:
+    """Append the line to ``output`` (refusing a run already there), or print it."""
+    text = json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+    if output is None:
+        sys.stdout.write(text + "\n")
+        return
+    if output.exists():
+        key = (str(line["side"]), int(line["repetition"]))
+        if key in _existing_runs(output):
+            raise fail(
+                output,
+                None,
+                f"expected a new run, got side {key[0]} repetition {key[1]} already in the file",
+            )
+        body = output.read_bytes()
+        prefix = "" if not body or body.endswith(b"\n") else "\n"
+    else:
+        prefix = ""
+    try:
+        with output.open("a", encoding="utf-8") as handle:
+            handle.write(prefix + text + "\n")
+    except OSError as exc:
+        raise fail(output, None, f"cannot write the file: {exc.strerror or exc}") from None
+
+
+def import_run(
+    fmt: str,
+    arguments: Sequence[str],
+    *,
+    side: Side,
+    repetition: int,
+    metric: float | None = None,
+    step_pattern: str | None = None,
+    region_pattern: str | None = None,
+    renames: Sequence[str] = (),
+    output: Path | None = None,
+) -> tuple[dict[str, Any], Imported]:
+    """The library call behind ``explain-pipeline import``: read, build, validate, write."""
+    if repetition < 0:
+        raise UsageError(f"--repetition {repetition}: expected an integer >= 0")
+    if metric is not None and not (math.isfinite(metric) and metric > 0):
+        raise UsageError(f"--metric {metric}: expected a finite number > 0")
+    options = ImportOptions(
+        step_pattern=compile_pattern("--step-pattern", step_pattern),
+        region_pattern=compile_pattern("--region-pattern", region_pattern),
+    )
+    mapping = parse_renames(renames)
+    imported = read_run(fmt, parse_inputs(arguments), options)
+    line = build_line(imported, side=side, repetition=repetition, metric=metric, renames=mapping)
+    for old in unused_renames(imported, mapping):
+        imported.notes.append(f"--rename {old}=…: no region or counter is named {quoted(old)}")
+    write_line(line, output)
+    return line, imported

@@ -1,0 +1,379 @@
+"""PyTorch profiler / Kineto Chrome traces (plain or .gz) -> steps, regions and counters.
+
+Steps are ``ProfilerStep#N`` user annotations (named ``step-N``), or the annotations matched by
+``--step-pattern`` (named as written), or, when there are none, one step ``all`` spanning the CPU
+events. A CPU event belongs to the step whose window contains its start. Regions are the other
+user annotations, each with its own inclusive CPU time: nested ranges are never added to their
+parents, and a name nested inside itself is counted once (the union of its ranges on a thread,
+summed over threads). With GPU events, a kernel belongs to the step and the annotations of the
+launch that issued it (joined on ``args.correlation``), not to the window it runs in:
+``gpu:<annotation>`` is the union of the kernel intervals launched inside that annotation and
+``gpu_busy`` the union of every kernel launched in the step, across streams.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Sequence
+from decimal import ROUND_HALF_EVEN, Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.importers import Imported, ImportOptions, InputFile
+from pipeline.importers.common import fail, quoted
+from pipeline.importers.naming import (
+    API_SUFFIX,
+    GRAPH_LAUNCH_APIS,
+    KERNEL_LAUNCH_APIS,
+    SYNC_SUFFIX,
+    C,
+)
+
+DEFAULT_STEP = re.compile(r"ProfilerStep#(\d+)")
+
+CPU_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function"}
+API_CATS = {"cuda_runtime", "cuda_driver"}
+GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+CAT_ALIASES = {  # early Kineto traces (PyTorch 1.8) capitalized their categories
+    "operator": "cpu_op",
+    "runtime": "cuda_runtime",
+    "driver": "cuda_driver",
+    "memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+}
+VERSION_KEYS = ("schemaVersion", "cuda_runtime_version", "cuda_driver_version", "cupti_version")
+
+EVENT_SCHEMA = {
+    "idx": pl.Int64,
+    "cat": pl.String,
+    "name": pl.String,
+    "thread": pl.String,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "corr": pl.Int64,
+    "nbytes": pl.Int64,
+}
+
+
+def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
+    runs = [_read_file(item, options) for item in inputs]
+    return _merge(runs, inputs)
+
+
+# ----------------------------------------------------------------------------------- loading
+
+
+def _load(path: Path) -> Any:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the file: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
+    try:
+        return json.loads(raw.decode("utf-8"), parse_float=Decimal)
+    except UnicodeDecodeError:
+        raise fail(path, None, "expected UTF-8 JSON, got undecodable bytes") from None
+    except json.JSONDecodeError as exc:
+        raise fail(
+            path, exc.lineno, f"expected JSON, got {exc.msg} at column {exc.colno}"
+        ) from None
+
+
+def _events(path: Path, doc: Any) -> list[Any]:
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise fail(path, 1, 'expected a Chrome trace: an object with a "traceEvents" list')
+    return events
+
+
+def _to_ns(value: Any, path: Path, index: int, name: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or value < 0:
+        raise fail(
+            path,
+            None,
+            f'traceEvents[{index}] ({quoted(name)}): field "{key}": expected microseconds >= 0, '
+            f"got {json.dumps(value, default=str)}",
+        )
+    # µs with up to three decimals (what Kineto writes) are exact nanoseconds.
+    return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))
+
+
+def _int_arg(args: Any, key: str) -> int | None:
+    value = args.get(key) if isinstance(args, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _frame(path: Path, events: list[Any]) -> pl.DataFrame:
+    """The complete (``ph: X``) events the importer uses, one row each, times in nanoseconds."""
+    columns: dict[str, list[Any]] = {key: [] for key in EVENT_SCHEMA}
+    for index, event in enumerate(events):
+        if not isinstance(event, dict):
+            raise fail(path, None, f"traceEvents[{index}]: expected an object, got {event!r:.60}")
+        if event.get("ph") != "X":
+            continue
+        cat = str(event.get("cat", "")).casefold()
+        cat = CAT_ALIASES.get(cat, cat)
+        if cat not in CPU_CATS | GPU_CATS:
+            continue
+        name = str(event.get("name", ""))
+        start = _to_ns(event.get("ts"), path, index, name, "ts")
+        args = event.get("args")
+        row = (index, cat, name, f"{event.get('pid')}/{event.get('tid')}", start,
+               start + _to_ns(event.get("dur"), path, index, name, "dur"),
+               _int_arg(args, "correlation"), _int_arg(args, "bytes"))  # fmt: skip
+        for key, value in zip(EVENT_SCHEMA, row, strict=True):
+            columns[key].append(value)
+    return pl.DataFrame(columns, schema=EVENT_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------- steps
+
+
+def _steps(path: Path, frame: pl.DataFrame, options: ImportOptions) -> pl.DataFrame:
+    """Step windows: step, idx, s_start, s_end, sorted by start."""
+    pattern = options.step_pattern or DEFAULT_STEP
+    annotations = frame.filter(pl.col("cat") == "user_annotation")
+    names = annotations["name"].unique().to_list()
+    matched = {n: m for n in names if (m := pattern.fullmatch(n)) is not None}
+    steps = annotations.filter(pl.col("name").is_in(list(matched))).sort("start")
+    if steps.is_empty():
+        if options.step_pattern is not None:
+            raise fail(
+                path,
+                None,
+                f"expected user annotations matching --step-pattern "
+                f"{quoted(options.step_pattern.pattern)}, got none",
+            )
+        cpu = frame.filter(pl.col("cat").is_in(CPU_CATS))
+        if cpu.is_empty():
+            raise fail(path, None, "expected CPU trace events (cpu_op, user_annotation), got none")
+        return pl.DataFrame(
+            {"step": ["all"], "idx": [-1], "s_start": [cpu["start"].min()],
+             "s_end": [cpu["end"].max()]},
+            schema={"step": pl.String, "idx": pl.Int64, "s_start": pl.Int64, "s_end": pl.Int64},
+        )  # fmt: skip
+    if options.step_pattern is None:
+        label = {n: f"step-{m.group(1)}" for n, m in matched.items()}
+        steps = steps.with_columns(step=pl.col("name").replace_strict(label))
+    else:
+        steps = steps.with_columns(
+            step=pl.when(pl.len().over("name") > 1)
+            .then(pl.col("name") + "#" + pl.int_range(pl.len()).over("name").cast(pl.String))
+            .otherwise(pl.col("name"))
+        )
+    _check_disjoint(path, steps)
+    return steps.select("step", "idx", s_start="start", s_end="end")
+
+
+def _check_disjoint(path: Path, steps: pl.DataFrame) -> None:
+    overlaps = steps.with_columns(
+        prev=pl.col("name").shift(1), prev_end=pl.col("end").shift(1)
+    ).filter(pl.col("start") < pl.col("prev_end"))
+    if not overlaps.is_empty():
+        row = overlaps.row(0, named=True)
+        raise fail(
+            path,
+            None,
+            f"traceEvents[{row['idx']}]: expected steps that do not overlap, got "
+            f"{quoted(row['name'])} starting inside {quoted(row['prev'])}",
+        )
+
+
+def _assign(events: pl.DataFrame, steps: pl.DataFrame, at: str = "start") -> pl.DataFrame:
+    """Each event's step: the step whose window [s_start, s_end) contains ``at`` (null if none)."""
+    if steps["step"].to_list() == ["all"]:
+        return events.with_columns(step=pl.lit("all"))
+    joined = events.sort(at).join_asof(
+        steps.select("step", "s_start", "s_end"), left_on=at, right_on="s_start"
+    )
+    inside = pl.col(at) < pl.col("s_end")
+    return joined.with_columns(step=pl.when(inside).then(pl.col("step"))).drop("s_start", "s_end")
+
+
+# ---------------------------------------------------------------------------------- intervals
+
+
+def union_ns(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Length of the union of [start, end) intervals per group of ``keys``: overlapping or
+    nested intervals are counted once."""
+    if frame.is_empty():
+        return frame.select(*keys).with_columns(ns=pl.lit(0, pl.Int64)).head(0)
+    return (
+        frame.sort([*keys, "start"])
+        .with_columns(reach=pl.col("end").cum_max().shift(1).over(keys))
+        .with_columns(
+            segment=(pl.col("reach").is_null() | (pl.col("start") > pl.col("reach")))
+            .cum_sum()
+            .over(keys)
+        )
+        .group_by([*keys, "segment"])
+        .agg(s=pl.col("start").min(), e=pl.col("end").max())
+        .group_by(keys)
+        .agg(ns=(pl.col("e") - pl.col("s")).sum())
+    )
+
+
+# ------------------------------------------------------------------------------------ one file
+
+
+def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
+    path = item.path
+    if item.step is not None:
+        raise fail(
+            path,
+            None,
+            "kineto steps come from ProfilerStep annotations or --step-pattern; "
+            f"expected PATH, got {quoted(item.step + '=' + str(path))}",
+        )
+    doc = _load(path)
+    frame = _frame(path, _events(path, doc))
+    steps = _steps(path, frame, options)
+    cpu = _assign(frame.filter(pl.col("cat").is_in(CPU_CATS)), steps)
+    cpu = cpu.filter(pl.col("step").is_not_null() & ~pl.col("idx").is_in(steps["idx"].implode()))
+    regions = _cpu_regions(cpu, options)
+    counters: dict[str, int] = {C.ATEN_OPS: cpu.filter(pl.col("cat") == "cpu_op").height}
+    notes: list[str] = []
+    has_gpu = not frame.filter(pl.col("cat").is_in(GPU_CATS | API_CATS)).is_empty()
+    if has_gpu:
+        gpu = _gpu_events(frame, steps)
+        lost = gpu.filter(pl.col("step").is_null()).height
+        if lost:
+            notes.append(
+                f"{path}: {lost} GPU events whose launch is outside every step (or missing) "
+                "were left out"
+            )
+        gpu = gpu.filter(pl.col("step").is_not_null())
+        regions = pl.concat([regions, _gpu_regions(gpu, cpu, options)])
+        counters |= _gpu_counters(cpu, gpu, path, notes)
+    breakdown: dict[str, dict[str, Decimal]] = {s: {} for s in steps["step"].to_list()}
+    for step, region, ns in regions.iter_rows():
+        breakdown[step][region] = seconds(ns)
+    metric_ns = int(steps.select((pl.col("s_end") - pl.col("s_start")).sum()).item())
+    version = ", ".join(f"{k} {doc[k]}" for k in VERSION_KEYS if isinstance(doc, dict) and k in doc)
+    imported = Imported(
+        format="kineto",
+        breakdown=breakdown,
+        counters={k: Decimal(v) for k, v in counters.items()},
+        metric=seconds(metric_ns),
+        provenance=f"kineto trace {path}" + (f" ({version})" if version else ""),
+        notes=notes,
+    )
+    return imported, metric_ns
+
+
+def seconds(ns: int) -> Decimal:
+    return Decimal(ns) / Decimal(10**9)
+
+
+def _kept(names: pl.Series, options: ImportOptions) -> list[str]:
+    return [n for n in names.unique().to_list() if options.keeps_region(n)]
+
+
+def _cpu_regions(cpu: pl.DataFrame, options: ImportOptions) -> pl.DataFrame:
+    annotations = cpu.filter(pl.col("cat") == "user_annotation")
+    annotations = annotations.filter(pl.col("name").is_in(_kept(annotations["name"], options)))
+    per_thread = union_ns(annotations, ["step", "name", "thread"])
+    return (
+        per_thread.group_by("step", "name")
+        .agg(pl.col("ns").sum())
+        .select("step", region="name", ns="ns")
+    )
+
+
+def _gpu_events(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """GPU events with the step, thread and start time of the API call that launched them."""
+    launches = _assign(
+        frame.filter(pl.col("cat").is_in(API_CATS) & pl.col("corr").is_not_null()), steps
+    )
+    # A runtime call and the driver call under it may share a correlation: keep the outer one.
+    launches = (
+        launches.sort("start")
+        .unique("corr", keep="first")
+        .select("corr", "step", l_thread="thread", l_start="start")
+    )
+    gpu = frame.filter(pl.col("cat").is_in(GPU_CATS))
+    return gpu.join(launches, on="corr", how="left")
+
+
+def _gpu_regions(gpu: pl.DataFrame, cpu: pl.DataFrame, options: ImportOptions) -> pl.DataFrame:
+    kernels = gpu.filter(pl.col("cat") == "kernel")
+    busy = union_ns(kernels, ["step"]).select("step", region=pl.lit(C.GPU_BUSY), ns="ns")
+    annotations = cpu.filter(pl.col("cat") == "user_annotation")
+    annotations = annotations.filter(pl.col("name").is_in(_kept(annotations["name"], options)))
+    inside = kernels.join(
+        annotations.select("step", "name", l_thread="thread", a_start="start", a_end="end"),
+        on=["step", "l_thread"],
+    ).filter((pl.col("a_start") <= pl.col("l_start")) & (pl.col("l_start") <= pl.col("a_end")))
+    per_region = union_ns(inside, ["step", "name"]).select(
+        "step", region=pl.lit(C.GPU_PREFIX) + pl.col("name"), ns="ns"
+    )
+    return pl.concat([per_region, busy])
+
+
+def _gpu_counters(
+    cpu: pl.DataFrame, gpu: pl.DataFrame, path: Path, notes: list[str]
+) -> dict[str, int]:
+    api = cpu.filter(pl.col("cat").is_in(API_CATS)).with_columns(
+        base=pl.col("name").str.replace(API_SUFFIX, "")
+    )
+    counts = {
+        C.KERNELS: gpu.filter(pl.col("cat") == "kernel").height,
+        C.KERNEL_LAUNCHES: api.filter(pl.col("base").is_in(KERNEL_LAUNCH_APIS)).height,
+        C.GRAPH_LAUNCHES: api.filter(pl.col("base").is_in(GRAPH_LAUNCH_APIS)).height,
+        C.SYNCS: api.filter(pl.col("base").str.ends_with(SYNC_SUFFIX)).height,
+    }
+    for cat, count_name, bytes_name in (
+        ("gpu_memcpy", C.MEMCPY_COUNT, C.MEMCPY_BYTES),
+        ("gpu_memset", C.MEMSET_COUNT, C.MEMSET_BYTES),
+    ):
+        ops = gpu.filter(pl.col("cat") == cat)
+        counts[count_name] = ops.height
+        if ops["nbytes"].null_count():
+            notes.append(f"{path}: {cat} events without args.bytes: {bytes_name} left out")
+        else:
+            counts[bytes_name] = int(ops["nbytes"].sum())
+    return counts
+
+
+# ------------------------------------------------------------------------------------- merging
+
+
+def _merge(runs: list[tuple[Imported, int]], inputs: Sequence[InputFile]) -> Imported:
+    """Several traces of one run (e.g. successive captures): their steps must be distinct."""
+    first, _ = runs[0]
+    if len(runs) == 1:
+        return first
+    breakdown: dict[str, dict[str, Decimal]] = {}
+    owner: dict[str, Path] = {}
+    counters: dict[str, Decimal] = {}
+    for (run, _), item in zip(runs, inputs, strict=True):
+        for step, regions in run.breakdown.items():
+            if step in breakdown:
+                raise fail(
+                    item.path,
+                    None,
+                    f"expected steps not already imported, got {quoted(step)} "
+                    f"also in {owner[step]}",
+                )
+            breakdown[step], owner[step] = regions, item.path
+        for name, value in run.counters.items():
+            counters[name] = counters.get(name, Decimal(0)) + value
+    return Imported(
+        format="kineto",
+        breakdown=breakdown,
+        counters=counters,
+        metric=seconds(sum(ns for _, ns in runs)),
+        provenance="; ".join(run.provenance for run, _ in runs),
+        notes=[note for run, _ in runs for note in run.notes],
+    )

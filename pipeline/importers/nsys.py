@@ -1,0 +1,188 @@
+"""Nsight Systems ``nsys stats --format csv`` reports -> regions (NVTX ranges) and counters.
+
+Reports are recognized by their header, wherever it starts in the file (banner lines such as
+``Generating SQLite file…`` are skipped) and several reports may follow one another in one file,
+separated by blank lines (``nsys stats`` printing to stdout). Summaries cover a whole capture, so a
+run is one step ``all`` unless the files are given per step as ``STEP=PATH``. Summaries hold no
+end-to-end time of the run: ``--metric`` is required.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+
+import polars as pl
+
+from pipeline.importers import Imported, ImportOptions, InputFile
+from pipeline.importers.common import (
+    Table,
+    byte_factor,
+    fail,
+    iter_tables,
+    normalized,
+    parse_number,
+    quoted,
+    read_text,
+    time_factor,
+)
+from pipeline.importers.naming import (
+    API_SUFFIX,
+    GRAPH_LAUNCH_APIS,
+    KERNEL_LAUNCH_APIS,
+    SYNC_SUFFIX,
+    C,
+)
+
+REPORTS = (
+    "nsys stats CSV reports (cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, "
+    "cuda_gpu_mem_size_sum, nvtx_sum or nvtx_pushpop_sum)"
+)
+MEMCPY = re.compile(r"^\[CUDA memcpy\b", re.IGNORECASE)
+MEMSET = re.compile(r"^\[CUDA memset\b", re.IGNORECASE)
+VALUE_SCHEMA = {
+    "step": pl.String,
+    "kind": pl.String,
+    "name": pl.String,
+    "value": pl.Decimal(38, 15),
+}
+
+
+def classify(header: list[str]) -> str | None:
+    cols = normalized(header)
+    if {"total time", "instances", "range"} <= cols:
+        return "nvtx"
+    if {"total time", "instances", "name"} <= cols:
+        return "kern"
+    if {"total time", "name"} <= cols and cols & {"num calls", "calls"}:
+        return "api"
+    if {"total time", "count", "operation"} <= cols:
+        return "mem_time"
+    if {"total", "count", "operation"} <= cols:
+        return "mem_size"
+    return None
+
+
+def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
+    named = {item.step is not None for item in inputs}
+    if len(named) > 1:
+        raise fail(
+            inputs[0].path,
+            None,
+            "expected every FILE as STEP=PATH or none of them, got a mix",
+        )
+    seen: dict[tuple[str, str], str] = {}
+    values: list[tuple[str, str, str, Decimal]] = []
+    for item in inputs:
+        step = item.step or "all"
+        for table in iter_tables(item.path, read_text(item.path), classify, REPORTS):
+            where = f"{table.path}:{table.header_line}"
+            if (step, table.kind) in seen:
+                raise fail(
+                    table.path,
+                    table.header_line,
+                    f"expected one {table.kind} report per step, got a second one for step "
+                    f"{quoted(step)} (first at {seen[(step, table.kind)]})",
+                )
+            seen[(step, table.kind)] = where
+            values.extend((step, kind, name, v) for kind, name, v in _values(table))
+    frame = pl.DataFrame(values, schema=VALUE_SCHEMA, orient="row")
+    steps = sorted({item.step or "all" for item in inputs})
+    return Imported(
+        format="nsys",
+        breakdown=_breakdown(frame, steps, options),
+        counters=_counters(frame, {kind for _, kind in seen}),
+        metric=None,
+        provenance="nsys stats CSV (" + ", ".join(sorted({k for _, k in seen})) + ")",
+    )
+
+
+def _values(table: Table) -> list[tuple[str, str, Decimal]]:
+    """(kind, name, value) per row: seconds for NVTX ranges, counts and bytes for the rest."""
+    if table.kind == "nvtx":
+        return _column(table, "Range", ("Total Time",), "time", "region", strip_domain=True)
+    if table.kind == "kern":
+        return _column(table, "Name", ("Instances",), None, "kernels")
+    if table.kind == "api":
+        return _column(table, "Name", ("Num Calls", "Calls"), None, "api_calls")
+    if table.kind == "mem_time":
+        return _column(table, "Operation", ("Count",), None, "mem_count")
+    rows = _column(table, "Operation", ("Count",), None, "mem_count_from_size")
+    return rows + _column(table, "Operation", ("Total",), "bytes", "mem_bytes")
+
+
+def _column(
+    table: Table,
+    name_column: str,
+    value_column: tuple[str, ...],
+    unit_kind: str | None,
+    kind: str,
+    *,
+    strip_domain: bool = False,
+) -> list[tuple[str, str, Decimal]]:
+    name_at = table.require(name_column)
+    value_at = table.require(*value_column)
+    factor = Decimal(1)
+    if unit_kind is not None:
+        unit = table.unit(value_at)
+        header = table.columns[value_at]
+        what = f"column {quoted(header)}"
+        if unit is None:
+            raise fail(table.path, table.header_line, f"{what}: expected a unit, got none")
+        convert = time_factor if unit_kind == "time" else byte_factor
+        factor = convert(unit, table.path, table.header_line, what)
+    out = []
+    for line, cells in table.rows:
+        name = cells[name_at].strip()
+        if strip_domain and name.startswith(":"):
+            name = name[1:]  # the default NVTX domain is written as an empty prefix
+        what = f"column {quoted(table.columns[value_at])}"
+        value = parse_number(cells[value_at], table.path, line, what)
+        out.append((kind, name, value * factor))
+    return out
+
+
+def _breakdown(
+    frame: pl.DataFrame, steps: list[str], options: ImportOptions
+) -> dict[str, dict[str, Decimal]]:
+    regions = frame.filter(pl.col("kind") == "region")
+    kept = [n for n in regions["name"].unique().to_list() if options.keeps_region(n)]
+    summed = (
+        regions.filter(pl.col("name").is_in(kept))
+        .group_by("step", "name")
+        .agg(pl.col("value").sum())
+    )
+    breakdown: dict[str, dict[str, Decimal]] = {step: {} for step in steps}
+    for step, name, value in summed.iter_rows():
+        breakdown[step][name] = value
+    return breakdown
+
+
+def _counters(frame: pl.DataFrame, kinds: set[str]) -> dict[str, Decimal]:
+    base = pl.col("name").str.strip_chars().str.replace(API_SUFFIX, "")
+    memcpy = pl.col("name").str.contains(MEMCPY.pattern)
+    memset = pl.col("name").str.contains(MEMSET.pattern)
+    api = pl.col("kind") == "api_calls"
+    count_kind = "mem_count" if "mem_time" in kinds else "mem_count_from_size"
+    sums = frame.select(
+        **{C.KERNELS: pl.col("value").filter(pl.col("kind") == "kernels").sum()},
+        **{C.KERNEL_LAUNCHES: pl.col("value").filter(api & base.is_in(KERNEL_LAUNCH_APIS)).sum()},
+        **{C.GRAPH_LAUNCHES: pl.col("value").filter(api & base.is_in(GRAPH_LAUNCH_APIS)).sum()},
+        **{C.SYNCS: pl.col("value").filter(api & base.str.ends_with(SYNC_SUFFIX)).sum()},
+        **{C.MEMCPY_COUNT: pl.col("value").filter((pl.col("kind") == count_kind) & memcpy).sum()},
+        **{C.MEMSET_COUNT: pl.col("value").filter((pl.col("kind") == count_kind) & memset).sum()},
+        **{C.MEMCPY_BYTES: pl.col("value").filter((pl.col("kind") == "mem_bytes") & memcpy).sum()},
+        **{C.MEMSET_BYTES: pl.col("value").filter((pl.col("kind") == "mem_bytes") & memset).sum()},
+    ).row(0, named=True)
+    present = {
+        C.KERNELS: "kern" in kinds,
+        C.KERNEL_LAUNCHES: "api" in kinds,
+        C.GRAPH_LAUNCHES: "api" in kinds,
+        C.SYNCS: "api" in kinds,
+        C.MEMCPY_COUNT: bool(kinds & {"mem_time", "mem_size"}),
+        C.MEMSET_COUNT: bool(kinds & {"mem_time", "mem_size"}),
+        C.MEMCPY_BYTES: "mem_size" in kinds,
+        C.MEMSET_BYTES: "mem_size" in kinds,
+    }
+    return {name: Decimal(sums[name] or 0) for name, keep in present.items() if keep}
