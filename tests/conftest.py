@@ -1,0 +1,103 @@
+"""Shared test helpers: small stored-attempt campaigns written with pipeline/stored.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.stored import write_attempt, write_campaign
+
+MECHANISM: dict[str, Any] = {
+    "hypothesis": "fewer launches in attention",
+    "expectations": [
+        {"target": "region", "name": "attention", "expect": "decrease"},
+        {"target": "counter", "name": "kernel_launches", "expect": "decrease"},
+        {"target": "region", "name": "sampling", "expect": "unchanged"},
+    ],
+}
+
+
+def example_runs(
+    repetitions: int = 6, *, candidate_factor: float = 0.95, steps: Sequence[str] = ("s0", "s1")
+) -> list[dict[str, Any]]:
+    """Baseline then candidate per repetition; a deterministic wobble per repetition; the
+    candidate's attention and launches scaled by ``candidate_factor``."""
+    runs = []
+    for rep in range(repetitions):
+        wobble = 1.0 + 0.01 * ((rep * 7) % 5 - 2)
+        for side, factor in (("baseline", 1.0), ("candidate", candidate_factor)):
+            regions = {
+                "attention": 0.001 * factor * wobble,
+                "mlp": 0.005 * wobble,
+                "sampling": 0.0025 * wobble,
+            }
+            runs.append(
+                {
+                    "side": side,
+                    "repetition": rep,
+                    "status": "ok",
+                    "metric": sum(regions.values()) * len(steps),
+                    "breakdown": {step: dict(regions) for step in steps},
+                    "counters": {
+                        "kernel_launches": round(1000 * factor) * len(steps),
+                        "dram_bytes": 1.0e9 * len(steps),
+                    },
+                }
+            )
+    return runs
+
+
+def example_attempt(attempt_id: str, round_: int, *, mechanism: bool = True) -> dict[str, Any]:
+    """attempt.json fields (without schema and digest, which write_attempt adds)."""
+    attempt = {
+        "attempt_id": attempt_id,
+        "round": round_,
+        "candidate": f"cand-{round_}",
+        "baseline": "main@0000000",
+        "status": "completed",
+        "started_at": f"2026-11-01T{10 + round_:02d}:00:00Z",
+    }
+    if mechanism:
+        attempt["declared_at"] = f"2026-11-01T{9 + round_:02d}:58:00Z"
+    return attempt
+
+
+def write_example_campaign(
+    root: Path,
+    campaign_id: str = "c1",
+    *,
+    attempts: Sequence[str] = ("r001", "r002"),
+    repetitions: int = 6,
+    kind: str = "project",
+    better: str = "lower",
+    policy: dict[str, Any] | None = None,
+    mechanism: dict[str, Any] | None = MECHANISM,
+) -> Path:
+    """A valid campaign under ``root/campaign_id`` with one folder per attempt; its folder."""
+    folder = write_campaign(
+        root,
+        campaign_id,
+        created_at="2026-11-01T09:00:00Z",
+        metric={"name": "e2e_seconds", "better": better},
+        policy=policy or {},
+        kind=kind,
+    )
+    for number, attempt_id in enumerate(attempts, start=1):
+        write_attempt(
+            folder,
+            example_attempt(attempt_id, number, mechanism=mechanism is not None),
+            example_runs(repetitions),
+            mechanism=mechanism,
+        )
+    return folder
+
+
+@pytest.fixture
+def attempts_dir(tmp_path: Path) -> Path:
+    """``tmp_path/attempts`` holding one valid campaign ``c1`` with attempts r001 and r002."""
+    root = tmp_path / "attempts"
+    write_example_campaign(root)
+    return root
