@@ -58,6 +58,14 @@ class Inputs:
     expectations: pl.LazyFrame
 
 
+def _sum(values: pl.Expr) -> pl.Expr:
+    """A sum that does not depend on row order (joins and parallel group-bys do not keep it):
+    values sorted, then accumulated in that order, so results are the same to the last bit on
+    every run and in whatever batch an attempt is computed. (A plain `.sort().sum()` is
+    rewritten to `.sum()` by the optimizer.)"""
+    return values.sort().cum_sum().last()
+
+
 # -- runs and pairs ------------------------------------------------------------------------------
 def ok_runs(samples: pl.LazyFrame) -> pl.LazyFrame:
     return samples.filter(pl.col("status") == "ok").select([*RUN, "metric"])
@@ -154,7 +162,7 @@ def _paired(
 def _totals(frame: pl.LazyFrame, name: str, value: str) -> pl.LazyFrame:
     """Per run and name: the sum over steps (RUN + name + value)."""
     return (
-        frame.group_by([*RUN, name]).agg(pl.col(value).sum().alias("value")).rename({name: "name"})
+        frame.group_by([*RUN, name]).agg(_sum(pl.col(value)).alias("value")).rename({name: "name"})
     )
 
 
@@ -165,8 +173,8 @@ def _names(per_run: pl.LazyFrame) -> pl.LazyFrame:
 def _step_reference(bd: pl.LazyFrame) -> pl.LazyFrame:
     """Per run and step: reference seconds and all seconds."""
     return bd.group_by([*RUN, "step"]).agg(
-        pl.col("seconds").filter(pl.col("is_ref")).sum().alias("ref_s"),
-        pl.col("seconds").sum().alias("all_s"),
+        _sum(pl.col("seconds").filter(pl.col("is_ref"))).alias("ref_s"),
+        _sum(pl.col("seconds")).alias("all_s"),
     )
 
 
@@ -181,7 +189,7 @@ def _normalized(
         bd.filter(~pl.col("is_ref"))
         .join(ref_steps, on=[*RUN, "step"], how="inner")
         .group_by([*RUN, "region"])
-        .agg((pl.col("seconds") / pl.col("ref_s")).sum().alias("value"))
+        .agg(_sum(pl.col("seconds") / pl.col("ref_s")).alias("value"))
         .rename({"region": "name"})
     )
     nb, nc = _sides(num, ["name"])
@@ -206,7 +214,7 @@ def _normalized(
 
 def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
     """SPEC 4.3.4: share = sum of reference / sum of all regions, per run."""
-    share = steps.group_by(RUN).agg((pl.col("ref_s").sum() / pl.col("all_s").sum()).alias("value"))
+    share = steps.group_by(RUN).agg((_sum(pl.col("ref_s")) / _sum(pl.col("all_s"))).alias("value"))
     b, c = _sides(share, [])
     on = [*ATTEMPT, "repetition"]
     bad = lambda s: pl.col(s).is_null() | pl.col(s).is_nan() | (pl.col(s) == 0)  # noqa: E731
@@ -320,7 +328,7 @@ def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
     per = frames.pairs.group_by(QUANTITY).agg(
         pl.len().cast(pl.Int64).alias("n_pairs"),
         _first_reason().alias("reason"),
-        pl.col("x").mean().alias("mean_x"),
+        pl.col("x").sort_by("repetition").mean().alias("mean_x"),
     )
     policy = campaigns.select("campaign_id", "min_pairs", *INTERVAL_POLICY)
     return (
