@@ -312,11 +312,11 @@ def _gpu_regions(gpu: pl.DataFrame, cpu: pl.DataFrame, options: ImportOptions) -
     annotations = cpu.filter(pl.col("cat") == "user_annotation")
     annotations = annotations.filter(pl.col("name").is_in(_kept(annotations["name"], options)))
     inside = kernels.join(
-        annotations.select("step", "name", l_thread="thread", a_start="start", a_end="end"),
+        annotations.select("step", region="name", l_thread="thread", a_start="start", a_end="end"),
         on=["step", "l_thread"],
     ).filter((pl.col("a_start") <= pl.col("l_start")) & (pl.col("l_start") <= pl.col("a_end")))
-    per_region = union_ns(inside, ["step", "name"]).select(
-        "step", region=pl.lit(C.GPU_PREFIX) + pl.col("name"), ns="ns"
+    per_region = union_ns(inside, ["step", "region"]).select(
+        "step", region=pl.lit(C.GPU_PREFIX) + pl.col("region"), ns="ns"
     )
     return pl.concat([per_region, busy])
 

@@ -1,0 +1,95 @@
+"""ncu importer: details page (base and scaled units, rule columns, older Kernel Time column),
+raw page with its units row, exact conversions, refusals."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pipeline.importers import ImportOptions, InputFile, build_line
+from pipeline.importers.common import ImportFormatError
+from pipeline.importers.ncu import read
+
+FIXTURES = Path(__file__).parent / "fixtures" / "import" / "ncu"
+
+
+def _counters(*names: str) -> dict:
+    imported = read([InputFile(FIXTURES / n) for n in names], ImportOptions())
+    return build_line(imported, side="candidate", repetition=1, metric=0.5)["counters"]
+
+
+def test_details_page_in_base_units_summed_over_kernels() -> None:
+    assert _counters("details_base_units.csv") == {
+        "kernels": 2,
+        "dram_bytes_read": 1_048_576 + 2_000,
+        "dram_bytes_write": 524_288 + 1_000,
+        "dram_bytes": 1_048_576 + 2_000 + 524_288 + 1_000,  # read + write, by definition
+        "l2_bytes": 4_194_304 + 8_000,
+        "kernel_seconds": float(Decimal("0.000013")),  # 12,345 ns + 655 ns
+    }
+
+
+def test_scaled_units_are_decimal_multiples_converted_exactly() -> None:
+    assert _counters("details_scaled_rules.csv") == {
+        "kernels": 2,
+        "dram_bytes": 1_250_000 + 1_000_000_001,  # 1.25 Mbyte + 1.000000001 Gbyte
+        "dram_bytes_read": 750_500 + 600_000,  # 750.5 Kbyte + 0.6 Mbyte
+        "kernel_seconds": float(Decimal("0.00150342")),  # 3.42 usecond + 1.5 msecond
+    }
+
+
+def test_older_details_page_and_a_metric_repeated_in_two_sections() -> None:
+    assert _counters("details_old_kernel_time.csv") == {
+        "kernels": 1,
+        "dram_bytes_read": 1_500,  # 1.5 Kbyte
+        "dram_bytes_write": 500,  # shown in two sections, counted once
+        "dram_bytes": 2_000,
+    }
+
+
+def test_raw_page_with_units_row() -> None:
+    assert _counters("raw_page.csv") == {
+        "kernels": 3,
+        "dram_bytes_read": 9_000,
+        "dram_bytes_write": 12_000,
+        "dram_bytes": 21_000,
+        "l2_bytes": 60_000,
+        "kernel_seconds": float(Decimal("0.0000075")),
+    }
+
+
+def test_several_files_of_one_run_are_added() -> None:
+    both = _counters("details_base_units.csv", "raw_page.csv")
+    assert both["kernels"] == 5
+    assert both["l2_bytes"] == 4_202_304 + 60_000
+
+
+def test_unknown_unit_is_refused() -> None:
+    with pytest.raises(
+        ImportFormatError,
+        match=r'bad_unit\.csv:2: metric "dram__bytes_read\.sum" unit: expected a byte unit .*'
+        r'got "furlong"',
+    ):
+        _counters("bad_unit.csv")
+
+
+def test_two_different_values_for_one_kernel_are_refused() -> None:
+    with pytest.raises(ImportFormatError, match=r"conflicting\.csv:3: expected one value of"):
+        _counters("conflicting.csv")
+
+
+def test_a_file_without_an_ncu_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "out.csv"
+    path.write_text("==PROF== Connected to process 1\nhello, world, from the app\n")
+    with pytest.raises(ImportFormatError, match=r"out\.csv:1: expected a header row of ncu"):
+        read([InputFile(path)], ImportOptions())
+
+
+def test_a_needed_value_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "d.csv"
+    text = (FIXTURES / "details_base_units.csv").read_text().replace('"12,345"', '"n/a"')
+    path.write_text(text)
+    with pytest.raises(ImportFormatError, match=r'd\.csv:9: metric "gpu__time_duration\.sum": exp'):
+        read([InputFile(path)], ImportOptions())
