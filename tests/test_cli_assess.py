@@ -1,0 +1,154 @@
+"""`explain-pipeline assess` through the real entry point: output, exit codes, messages."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
+
+from pipeline.cli import main
+from pipeline.contracts import table
+from pipeline.store import Store
+
+EXPS = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]
+
+
+def _attempts(cid: str) -> list[Attempt]:
+    """r1: every pair 2.0 -> 1.5 s (attn 1.0 -> 0.5, ref 1.0); r2: no change, no mechanism."""
+    gain = [run("baseline", r, 2.0, breakdown={"attn": 1.0, "ref": 1.0}) for r in range(6)]
+    gain += [run("candidate", r, 1.5, breakdown={"attn": 0.5, "ref": 1.0}) for r in range(6)]
+    same = [run(side, r, 2.0) for r in range(6) for side in ("baseline", "candidate")]
+    return [Attempt(cid, "r1", 1, gain, EXPS), Attempt(cid, "r2", 2, same)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    camps = [campaign("c", resamples=200), campaign("b", resamples=200)]
+    write_store(
+        Store(path),
+        camps,
+        _attempts("c") + _attempts("b"),
+        integrity=[integrity_row("b", "mechanism_digest_mismatch", "r1")],
+    )
+    return path
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def cells(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_table_rows(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(["assess", "c", "--store", str(store)], capsys)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == "campaign c: decision=median require_explanation=false"
+    assert cells(lines[1]) == ["round", "attempt", "candidate", "pairs", "median %",
+                               "paired [low, high]", "share", "explanation", "verdict",
+                               "eligible", "best"]  # fmt: skip
+    # 2.0 -> 1.5: +25 %, ratio 4/3 in every pair; share 0.5 -> 2/3; attn/ref 1 -> 0.5
+    assert cells(lines[2]) == ["1", "r1", "cand-r1", "6", "+25.00", "1.3333 [1.3333, 1.3333]",
+                               "1.3333", "explained", "PASS", "yes", "*"]  # fmt: skip
+    assert cells(lines[3]) == ["2", "r2", "cand-r2", "6", "+0.00", "1.0000 [1.0000, 1.0000]",
+                               "-", "not_declared", "FAIL (not_improved)", "no"]  # fmt: skip
+
+
+def test_blocked_campaign_lists_errors_and_exits_3(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(["assess", "--all", "--store", str(store)], capsys)
+    assert code == 3
+    assert err == "error: blocked by integrity errors: b\n"
+    blocked = out[out.index("campaign b:") :].splitlines()
+    assert blocked[:4] == [
+        "campaign b: BLOCKED by 1 integrity error(s); no verdicts issued",
+        "  attempt r1: [mechanism_digest_mismatch] attempt r1: mechanism_digest_mismatch",
+        "    expected: aaaa",
+        "    actual:   bbbb",
+    ]
+    assert "campaign c: decision=median" in out  # the other campaign is assessed
+    assert Store(store).campaign_ids("assessments") == ["c"]
+
+
+def test_json_has_comparisons_outcomes_and_errors(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(["assess", "--all", "--store", str(store), "--format", "json"], capsys)
+    doc = json.loads(out)
+    assert code == 3 and doc["what_if"] is None
+    by_id = {c["campaign_id"]: c for c in doc["campaigns"]}
+    assert by_id["b"]["status"] == "blocked" and by_id["b"]["attempts"] == []
+    assert by_id["b"]["integrity_errors"][0]["expected"] == "aaaa"
+    r1 = by_id["c"]["attempts"][0]
+    assert (r1["attempt_id"], r1["verdict"], r1["best"]) == ("r1", "PASS", True)
+    metric = next(c for c in r1["comparisons"] if c["quantity"] == "metric")
+    assert metric["estimate"] == pytest.approx(4 / 3, rel=1e-12)
+    assert [(o["name"], o["outcome"]) for o in r1["outcomes"]] == [
+        ("attn", "confirmed"),
+        ("ref", "assumed"),
+    ]
+
+
+def test_csv_is_one_row_per_attempt(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(["assess", "c", "--store", str(store), "--format", "csv"], capsys)
+    frame = pl.read_csv(io.StringIO(out))
+    assert code == 0 and frame.columns == table("assessments").names
+    assert frame["verdict"].to_list() == ["PASS", "FAIL"]
+
+
+def test_what_if_is_labelled_counted_and_not_stored(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli(["assess", "c", "--store", str(store)], capsys)
+    files = {p: p.stat().st_mtime_ns for p in (store / "assessments").rglob("*.parquet")}
+    args = ["assess", "c", "--store", str(store), "--what-if", "min_improvement_pct=30"]
+    code, out, _ = cli(args, capsys)
+    assert code == 0
+    assert out.splitlines()[0] == "WHAT-IF (not stored): min_improvement_pct=30"
+    assert "FAIL (below_gate)" in out  # +25 % is under a 30 % gate
+    assert out.rstrip().splitlines()[-1] == "what-if changes 1 of 2 verdicts"
+    assert {p: p.stat().st_mtime_ns for p in (store / "assessments").rglob("*.parquet")} == files
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["assess", "zzz"], "error: unknown campaign 'zzz' (the store {store} has: b, c)"),
+    (["assess"], "error: give one CAMPAIGN_ID or --all"),
+    (["assess", "c", "--all"], "error: give one CAMPAIGN_ID or --all"),
+    (["assess", "c", "--what-if", "decision"],
+     "error: --what-if 'decision': expected KEY=VALUE, e.g. decision=paired"),
+    (["assess", "c", "--what-if", "decision=best"],
+     "error: --what-if decision=best: expected median or paired"),
+])  # fmt: skip
+def test_usage_errors_exit_2(
+    store: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, out, err = cli([*args, "--store", str(store)], capsys)
+    assert (code, out, err) == (2, "", message.format(store=store) + "\n")
+
+
+def test_help_has_example(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(["assess", "--help"], capsys)
+    assert code == 0 and "Example:" in out and "--what-if KEY=VALUE" in out
+
+
+def test_example_data_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = Path(__file__).resolve().parent.parent / "data" / "attempts"
+    store = str(tmp_path / "store")
+    assert cli(["ingest", str(data), "--store", store], capsys)[0] == 0
+    code, out, _ = cli(["assess", "--all", "--store", store, "--format", "json"], capsys)
+    doc = json.loads(out)
+    attempts = [a for c in doc["campaigns"] for a in c["attempts"]]
+    assert code == 0 and len(attempts) == sum(1 for p in data.glob("*/*") if p.is_dir())
+    assert all(sum(a["best"] for a in c["attempts"]) <= 1 for c in doc["campaigns"])
