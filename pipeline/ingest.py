@@ -24,7 +24,7 @@ import polars as pl
 from tqdm import tqdm
 
 from pipeline.contracts import table
-from pipeline.errors import ExitCode, UsageError
+from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.integrity import integrity_errors
 from pipeline.policy import canonical_policy, with_defaults
 from pipeline.store import Store, Transaction
@@ -115,15 +115,21 @@ def ingest(source: Path, store: Store, *, progress: bool = False) -> IngestRepor
     run = _Run()
     total = sum(len(attempt_folders(f)) for f in folders)
     bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="attempt", desc="ingest")
-    with bar, store.transaction() as txn:
-        for folder in folders:
-            _ingest_campaign(folder, store, txn, run, bar)
+    try:
+        with bar, store.transaction() as txn:
+            for folder in folders:
+                _ingest_campaign(folder, store, txn, run, bar)
+    except (OSError, pl.exceptions.ComputeError) as exc:  # the store, not the inputs
+        raise StoreError(f"{store.root}: cannot update the store: {exc}") from exc
     return run.report()
 
 
 def _visible_dirs(folder: Path) -> list[Path]:
     """Subfolders, sorted; hidden ones (``.git``, editor files) are not inputs."""
-    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:  # unreadable: its campaign.json / attempt.json is then reported missing
+        return []
 
 
 def campaign_folders(source: Path) -> list[Path]:

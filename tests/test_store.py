@@ -1,0 +1,161 @@
+"""The store as ingest writes it: hive layout, idempotency, replacement, atomicity (SPEC 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+from conftest import example_runs, write_example_campaign
+
+import pipeline.store
+from pipeline.errors import StoreError
+from pipeline.ingest import ingest
+from pipeline.store import Store
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file of the store with its modification time and bytes."""
+    return {
+        str(p.relative_to(root)): (p.stat().st_mtime_ns, p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def rewrite_metric(attempts: Path, attempt_id: str, line: int, metric: float) -> None:
+    path = attempts / "c1" / attempt_id / "measurements.jsonl"
+    runs = [json.loads(text) for text in path.read_text().splitlines()]
+    runs[line - 1]["metric"] = metric
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+
+
+def test_pyarrow_opens_every_table_as_a_hive_dataset(attempts_dir: Path, tmp_path: Path) -> None:
+    write_example_campaign(attempts_dir, "c2", attempts=("x1",))
+    ingest(attempts_dir, Store(tmp_path / "store"))
+    samples = ds.dataset(tmp_path / "store" / "samples", format="parquet", partitioning="hive")
+    table = samples.to_table()
+    counts = pl.from_arrow(table).group_by("campaign_id").len().sort("campaign_id")  # type: ignore[union-attr]
+    assert counts.rows() == [("c1", 24), ("c2", 12)]
+    for name in ("campaigns", "attempts", "breakdown", "counters", "expectations", "integrity"):
+        dataset = ds.dataset(tmp_path / "store" / name, format="parquet", partitioning="hive")
+        assert "campaign_id" in dataset.schema.names
+
+
+def test_second_ingest_is_unchanged_and_touches_nothing(attempts_dir: Path, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    before = snapshot(store.root)
+    report = ingest(attempts_dir, store)
+    assert set(report.attempts["outcome"]) == {"unchanged"}
+    assert report.summary()["campaign"].to_list() == ["unchanged"]
+    assert snapshot(store.root) == before
+
+
+def test_changed_measurements_replace_the_attempts_rows(attempts_dir: Path, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    before = store.read("samples")
+    rewrite_metric(attempts_dir, "r001", 3, 0.5)
+    report = ingest(attempts_dir, store)
+    assert dict(report.attempts.select("attempt_id", "outcome").rows()) == {
+        "r001": "replaced",
+        "r002": "unchanged",
+    }
+    after = store.read("samples")
+    assert after.height == before.height
+    key = ["attempt_id", "side", "repetition"]
+    changed = after.join(before, on=key, suffix="_before").filter(
+        pl.col("metric") != pl.col("metric_before")
+    )
+    assert changed.select(*key, "metric").rows() == [("r001", "baseline", 1, 0.5)]
+
+
+def test_fewer_runs_leave_no_stale_rows(attempts_dir: Path, tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    path = attempts_dir / "c1" / "r002" / "measurements.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in example_runs(2)))
+    ingest(attempts_dir, store)
+    per_attempt = store.read("samples").group_by("attempt_id").len().sort("attempt_id")
+    assert per_attempt.rows() == [("r001", 12), ("r002", 4)]
+    assert store.read("breakdown").filter(pl.col("attempt_id") == "r002").height == 4 * 2 * 3
+
+
+def test_ingest_reads_only_the_partitions_of_its_campaign(
+    attempts_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_example_campaign(attempts_dir, "c2", attempts=("x1",))
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    path = attempts_dir / "c2" / "x1" / "measurements.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in example_runs(3)))
+    scanned: list[str] = []
+    real_scan = pl.scan_parquet
+
+    def recording_scan(source: Any, *args: Any, **kwargs: Any) -> pl.LazyFrame:
+        scanned.append(str(source))
+        return real_scan(source, *args, **kwargs)
+
+    monkeypatch.setattr(pl, "scan_parquet", recording_scan)
+    report = ingest(attempts_dir / "c2", store)
+    assert report.attempts["outcome"].to_list() == ["replaced"]
+    assert any("samples/campaign_id=c2" in s for s in scanned)
+    assert [s for s in scanned if "campaign_id=c2" not in s] == []
+
+
+def test_failure_before_the_commit_leaves_the_store_as_it_was(
+    attempts_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    before, samples = snapshot(store.root), store.read("samples")
+    rewrite_metric(attempts_dir, "r001", 1, 0.5)
+    real_sink = pl.LazyFrame.sink_parquet
+    calls = {"n": 0}
+
+    def failing_sink(self: pl.LazyFrame, path: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 3:  # after two partitions were staged
+            raise OSError("disk full")
+        return real_sink(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(pl.LazyFrame, "sink_parquet", failing_sink)
+    with pytest.raises(StoreError, match=r"store: cannot update the store: disk full"):
+        ingest(attempts_dir, store)
+    monkeypatch.undo()
+    assert snapshot(store.root) == before  # staged files removed, nothing renamed
+    assert Store(store.root).read("samples").equals(samples)
+
+
+def test_crash_after_the_journal_commit_is_rolled_forward(
+    attempts_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    rewrite_metric(attempts_dir, "r001", 1, 0.5)
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def crashing_replace(src: Any, dst: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # journal committed, one partition renamed, then the crash
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(pipeline.store.os, "replace", crashing_replace)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(attempts_dir, store)
+    monkeypatch.undo()
+    assert list((store.root / "_txn").glob("*.json"))  # the committed journal is still there
+    reopened = Store(store.root)  # recovery happens on open
+    assert list((store.root / "_txn").glob("*.json")) == []
+    samples = reopened.read("samples")
+    first = samples.filter((pl.col("attempt_id") == "r001") & (pl.col("line") == 1))
+    assert first["metric"].to_list() == [0.5]
+    assert reopened.read("attempts").height == 2
+    assert set(ingest(attempts_dir, reopened).attempts["outcome"]) == {"unchanged"}
