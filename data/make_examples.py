@@ -90,15 +90,20 @@ def runs_of_round(
     runs = []
     for rep in range(reps + plan.extra_baseline_reps):
         for side, (seconds, counts) in sides.items():
-            if side == "candidate" and (rep >= reps or not plan.candidate_ran):
-                if not plan.candidate_ran and rep < reps:
-                    runs.append({"side": side, "repetition": rep, "status": "failed"})
-                continue
-            if side == "candidate" and rep in plan.failed_candidate_reps:
+            status = "ok" if side == "baseline" else _candidate_status(plan, rep, reps)
+            if status == "ok":
+                runs.append(_run(model, side, rep, seconds[rep], counts[rep], metric))
+            elif status == "failed":
                 runs.append({"side": side, "repetition": rep, "status": "failed"})
-                continue
-            runs.append(_run(model, side, rep, seconds[rep], counts[rep], metric))
     return runs
+
+
+def _candidate_status(plan: Round, rep: int, reps: int) -> str | None:
+    """None: no candidate run (an unpaired baseline repetition)."""
+    if rep >= reps:
+        return None
+    failed = not plan.candidate_ran or rep in plan.failed_candidate_reps
+    return "failed" if failed else "ok"
 
 
 def _run(
