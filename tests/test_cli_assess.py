@@ -152,3 +152,26 @@ def test_example_data_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
     attempts = [a for c in doc["campaigns"] for a in c["attempts"]]
     assert code == 0 and len(attempts) == sum(1 for p in data.glob("*/*") if p.is_dir())
     assert all(sum(a["best"] for a in c["attempts"]) <= 1 for c in doc["campaigns"])
+
+
+def test_named_queries_over_the_output_tables(store: Path) -> None:
+    from pipeline.assess import assess
+    from pipeline.query import load_named_queries, run_sql
+
+    s = Store(store)
+    unexplained = Attempt("c", "r3", 3, _attempts("c")[0].runs)  # r1's gain, no mechanism
+    write_store(s, [campaign("c", resamples=200)], [*_attempts("c"), unexplained])
+    result = assess(s)  # campaign b stays blocked: none of its rows may show up
+    queries = load_named_queries()
+    best = run_sql(s, queries["best_attempts"].sql)
+    assert best.select("campaign_id", "attempt_id").rows() == [("c", "r1")]  # tie -> lowest round
+    passes = run_sql(s, queries["passes_not_explained"].sql)
+    assert passes.select("attempt_id", "explanation").rows() == [("r3", "not_declared")]
+    differ = run_sql(s, queries["median_vs_paired"].sql)
+    expected = result.assessments.filter(pl.col("median_verdict") != pl.col("paired_verdict"))
+    assert differ["attempt_id"].to_list() == expected["attempt_id"].to_list()
+    outcomes = run_sql(s, queries["outcomes_by_campaign"].sql)
+    assert sorted(outcomes.select("outcome", "expectations").rows()) == [
+        ("assumed", 1),
+        ("confirmed", 1),
+    ]
