@@ -246,7 +246,7 @@ def write_line(line: Mapping[str, Any], output: Path | None) -> None:
         raise fail(output, None, f"cannot write the file: {exc.strerror or exc}") from None
 
 
-def import_run(
+def import_line(
     fmt: str,
     arguments: Sequence[str],
     *,
@@ -256,9 +256,8 @@ def import_run(
     step_pattern: str | None = None,
     region_pattern: str | None = None,
     renames: Sequence[str] = (),
-    output: Path | None = None,
 ) -> tuple[dict[str, Any], Imported]:
-    """The library call behind ``explain-pipeline import``: read, build, validate, write."""
+    """Read the files of one run and build its validated line (nothing is written)."""
     if repetition < 0:
         raise UsageError(f"--repetition {repetition}: expected an integer >= 0")
     if metric is not None and not (math.isfinite(metric) and metric > 0):
@@ -272,5 +271,32 @@ def import_run(
     line = build_line(imported, side=side, repetition=repetition, metric=metric, renames=mapping)
     for old in unused_renames(imported, mapping):
         imported.notes.append(f"--rename {old}=…: no region or counter is named {quoted(old)}")
+    return line, imported
+
+
+def import_run(
+    fmt: str,
+    arguments: Sequence[str],
+    *,
+    side: Side,
+    repetition: int,
+    metric: float | None = None,
+    step_pattern: str | None = None,
+    region_pattern: str | None = None,
+    renames: Sequence[str] = (),
+    output: Path | None = None,
+) -> tuple[dict[str, Any], Imported]:
+    """The library call behind ``explain-pipeline import``: read, build, validate, then append
+    the line to ``output`` or print it."""
+    line, imported = import_line(
+        fmt,
+        arguments,
+        side=side,
+        repetition=repetition,
+        metric=metric,
+        step_pattern=step_pattern,
+        region_pattern=region_pattern,
+        renames=renames,
+    )
     write_line(line, output)
     return line, imported

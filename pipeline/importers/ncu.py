@@ -35,7 +35,12 @@ METRICS: dict[str, tuple[str, str]] = {
     "gpu__time_duration.sum": (C.KERNEL_SECONDS, "time"),
 }
 PAGES = "ncu --csv output (details page with Metric Name/Metric Unit/Metric Value, or --page raw)"
-SCHEMA = {"kernel": pl.String, "metric": pl.String, "value": pl.Decimal(38, 15), "line": pl.Int64}
+SCHEMA: dict[str, pl.DataType] = {
+    "kernel": pl.String(),
+    "metric": pl.String(),
+    "value": pl.Decimal(38, 15),
+    "line": pl.Int64(),
+}
 
 
 def classify(header: list[str]) -> str | None:

@@ -41,10 +41,10 @@ REPORTS = (
 )
 MEMCPY = re.compile(r"^\[CUDA memcpy\b", re.IGNORECASE)
 MEMSET = re.compile(r"^\[CUDA memset\b", re.IGNORECASE)
-VALUE_SCHEMA = {
-    "step": pl.String,
-    "kind": pl.String,
-    "name": pl.String,
+VALUE_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.String(),
+    "kind": pl.String(),
+    "name": pl.String(),
     "value": pl.Decimal(38, 15),
 }
 
