@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public since 2.6, not in typeshed
 from pathlib import Path
 from typing import Any, Literal
 
@@ -251,6 +251,8 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
         for name in got:
             if name not in error.schema.get("properties", {}):
                 yield (*path, name), "unknown_field", f"is not a known field{hint}"
+    elif keyword == "oneOf":
+        yield from _one_of(error)
     elif keyword == "type":
         wanted = [expected] if isinstance(expected, str) else expected
         names = " or ".join(_TYPE_NAMES[t] for t in wanted)
@@ -278,6 +280,25 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
         yield path, "not_allowed", f"must be {describe(expected)}, got {describe(got)}"
     else:  # a keyword added to a schema later: jsonschema's own words
         yield path, "invalid", error.message
+
+
+def _one_of(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
+    """The branch of the instance's own type speaks (a breakdown value: number or object)."""
+    branches = error.validator_value
+    fitting = [
+        i for i, b in enumerate(branches) if _Validator(b).is_type(error.instance, b.get("type"))
+    ]
+    if not fitting:
+        names = " or ".join(_TYPE_NAMES[b["type"]] for b in branches)
+        yield (
+            tuple(error.absolute_path),
+            "wrong_type",
+            f"must be {names}, got {describe(error.instance)}",
+        )
+        return
+    for sub in error.context or ():
+        if sub.schema_path and sub.schema_path[0] == fitting[0]:
+            yield from _translate(sub)
 
 
 _BOUNDS = {
@@ -359,7 +380,7 @@ def _semantic_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, s
 def _breakdown_shape(breakdown: Any) -> Iterator[tuple[JsonPath, str, str]]:
     if not isinstance(breakdown, dict):
         return
-    nested = {isinstance(v, dict) for v in breakdown.values()}
+    nested = {isinstance(v, dict) for v in breakdown.values() if isinstance(v, dict | int | float)}
     if len(nested) > 1:
         yield (
             ("breakdown",),
@@ -461,8 +482,9 @@ def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, li
     text, issues = _decode(path, body)
     if text is None:
         return None, issues
-    runs: list[Run] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    parsed: list[Run] = []
+    # split on "\n" only: str.splitlines would also split at U+2028 inside a JSON string
+    for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         try:
@@ -472,24 +494,32 @@ def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, li
             continue
         problems = check_document("measurement", doc)
         issues += [Issue(str(path), number, field_name(p), c, m) for p, c, m in problems]
-        if not problems:
-            runs.append(Run(number, doc))
-    issues += _duplicate_runs(path, runs)
-    return (None if issues else runs), issues
+        parsed.append(Run(number, doc))
+    issues += _duplicate_runs(path, parsed)
+    if issues:
+        return None, sorted(issues, key=lambda issue: issue.line or 0)
+    return parsed, []
+
+
+def _run_key(doc: Any) -> tuple[str, int] | None:
+    """(side, repetition) of a line whose two key fields are well formed, even if others are not."""
+    if not isinstance(doc, dict):
+        return None
+    side, repetition = doc.get("side"), doc.get("repetition")
+    if side not in ("baseline", "candidate") or not _strict_integer(None, repetition):
+        return None
+    return side, repetition
 
 
 def _duplicate_runs(path: Path, runs: Sequence[Run]) -> Iterator[Issue]:
     first: dict[tuple[str, int], int] = {}
     for run in runs:
-        key = (run.data["side"], run.data["repetition"])
+        key = _run_key(run.data)
+        if key is None:
+            continue
         if key in first:
-            yield Issue(
-                str(path),
-                run.line,
-                "repetition",
-                "duplicate_run",
-                f"repeats the {key[0]} run of repetition {key[1]} (line {first[key]})",
-            )
+            message = f"repeats the {key[0]} run of repetition {key[1]} (line {first[key]})"
+            yield Issue(str(path), run.line, "repetition", "duplicate_run", message)
         else:
             first[key] = run.line
 

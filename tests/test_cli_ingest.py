@@ -55,7 +55,7 @@ def test_rejected_input_exits_1_with_one_line_per_error(
     assert code == 1
     assert err == f'{path}:13: field "metric": must be a finite number, got NaN [not_finite]\n'
     assert out.splitlines()[2].split() == ["c1", "ingested", "1", "0", "0", "1"]
-    assert out.splitlines()[-1] == "1 errors (some input rejected)"
+    assert out.splitlines()[-1] == "1 error (some input rejected)"
 
 
 def test_missing_folder_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -127,6 +127,19 @@ def test_unknown_field() -> None:
     ]
 
 
+def test_breakdown_value_of_a_wrong_type() -> None:
+    assert lines_of(run(breakdown={"s0": "fast", "s1": {"mlp": "slow"}})) == [
+        f'{M}:1: field "breakdown.s0": must be a number or an object, got "fast" [wrong_type]',
+        f'{M}:1: field "breakdown.s1.mlp": must be a number, got "slow" [wrong_type]',
+    ]
+
+
+def test_run_without_status_needs_only_its_status() -> None:
+    assert lines_of({"side": "baseline", "repetition": 0}) == [
+        f'{M}:1: field "status": is required [missing]'
+    ]
+
+
 def test_flat_and_nested_breakdown_mixed() -> None:
     assert lines_of(run(breakdown={"mlp": 0.01, "s0": {"mlp": 0.01}})) == [
         f'{M}:1: field "breakdown": mixes flat {{region: seconds}} and nested '
@@ -138,6 +151,26 @@ def test_repeated_key() -> None:
     line = '{"side": "baseline", "repetition": 0, "status": "ok", "metric": 1, "metric": 2}'
     assert lines_of(line) == [
         f'{M}:1: field "metric": is written more than once in this object [duplicate_key]'
+    ]
+
+
+def test_duplicate_of_an_invalid_line_is_reported_too() -> None:
+    assert lines_of(run(), run(metric=-1)) == [
+        f'{M}:2: field "metric": must be > 0 for an ok run, got -1 [not_positive]',
+        f'{M}:2: field "repetition": repeats the baseline run of repetition 0 (line 1) '
+        "[duplicate_run]",
+    ]
+
+
+def test_line_separator_inside_a_string_is_not_a_new_line() -> None:
+    text = (
+        '{"side": "baseline", "repetition": 0, "status": "ok", "metric": 1, '
+        '"counters": {"a\u2028b": 1}}\n{"side": "candidate"}\n'
+    )
+    issues = validate_measurements(M, text.encode())[1]
+    assert [str(i) for i in issues] == [
+        f'{M}:2: field "repetition": is required [missing]',
+        f'{M}:2: field "status": is required [missing]',
     ]
 
 

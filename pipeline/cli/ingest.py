@@ -54,7 +54,8 @@ def format_summary(report: IngestReport) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.insert(len(lines) - 1, lines[1])
     status = "some input rejected" if report.exit_code == ExitCode.REJECTED else "ok"
-    return "\n".join([*lines, f"{len(report.issues)} errors ({status})"])
+    n = len(report.issues)
+    return "\n".join([*lines, f"{n} error{'' if n == 1 else 's'} ({status})"])
 
 
 COMMANDS: list[click.Command] = [ingest_command]
