@@ -138,3 +138,11 @@ def test_a_row_with_missing_fields_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ImportFormatError, match=r"r\.csv:2: expected 9 fields as in the header"):
         read(parse_inputs([str(path)]), ImportOptions())
+
+
+def test_a_negative_time_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "n.csv"
+    text = (FIXTURES / "old_nvtx_pushpop_sum.csv").read_text().replace(",2000,", ",-2000,")
+    path.write_text(text)
+    with pytest.raises(ImportFormatError, match=r'n\.csv:2: .*expected a number >= 0, got "-2000"'):
+        read(parse_inputs([str(path)]), ImportOptions())

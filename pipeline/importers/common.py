@@ -32,18 +32,20 @@ def quoted(text: str, limit: int = 80) -> str:
 
 # ---------------------------------------------------------------------------------------- numbers
 
-_PLAIN = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_PLAIN = re.compile(r"\+?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _GROUPED = re.compile(r"\d{1,3}(,\d{3})+(\.\d*)?")
 
 
 def parse_number(text: str, path: Path | str, line: int, what: str) -> Decimal:
-    """A finite, exact number: ``1234.5``, ``1,234.5`` (thousands separators), ``1e3``.
+    """A finite, exact number >= 0 (every quantity read is a time, a size or a count):
+    ``1234.5``, ``1,234.5`` (thousands separators), ``1e3``.
     Surrounding blanks and tabs are dropped (msprof ends timestamps with a tab)."""
     value = text.strip().strip("\t")
     if _GROUPED.fullmatch(value):
         value = value.replace(",", "")
     if not _PLAIN.fullmatch(value):
-        raise fail(path, line, f"{what}: expected a number, got {quoted(text)}")
+        expected = "a number >= 0" if value.startswith("-") else "a number"
+        raise fail(path, line, f"{what}: expected {expected}, got {quoted(text)}")
     try:
         return Decimal(value)
     except InvalidOperation:  # pragma: no cover - the pattern admits only valid literals

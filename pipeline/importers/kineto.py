@@ -192,7 +192,7 @@ def _check_disjoint(path: Path, steps: pl.DataFrame) -> None:
 
 def _assign(events: pl.DataFrame, steps: pl.DataFrame, at: str = "start") -> pl.DataFrame:
     """Each event's step: the step whose window [s_start, s_end) contains ``at`` (null if none)."""
-    if steps["step"].to_list() == ["all"]:
+    if steps["idx"].to_list() == [-1]:  # no step annotations: the whole capture
         return events.with_columns(step=pl.lit("all"))
     joined = events.sort(at).join_asof(
         steps.select("step", "s_start", "s_end"), left_on=at, right_on="s_start"
