@@ -1,0 +1,585 @@
+"""The HTML report: content, escaping, blocked campaigns, offline-ness and the CLI."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import sys
+import types
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import plotly.offline
+import polars as pl
+import pytest
+
+from pipeline.cli import main
+from pipeline.contracts import table
+from pipeline.report import (
+    load_campaign,
+    render_campaign,
+    script_json,
+    write_all,
+    write_report,
+)
+from pipeline.store import Store
+
+XSS_HYPOTHESIS = 'Fusing saves launches <script>alert(1)</script> & "quotes" <b>bold</b>'
+XSS_REGION = "<img src=x onerror=alert(2)>"
+T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+
+
+# -- a small store with output tables written by hand (independent of the assess engine) ----------
+def frame(table_name: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Rows with every column of the table (missing ones null), typed as tables.json says."""
+    spec = table(table_name)
+    schema = spec.polars_schema(with_partition=False)
+    return pl.DataFrame(
+        [{c: row.get(c) for c in schema.names()} for row in rows], schema=schema, orient="row"
+    )
+
+
+def campaign_row(cid: str, **policy: Any) -> dict[str, Any]:
+    return {
+        "kind": "project",
+        "created_at": T0,
+        "metric_name": "e2e_seconds",
+        "metric_better": "lower",
+        "decision": "median",
+        "require_explanation": False,
+        "min_improvement_pct": 1.0,
+        "confidence": 0.95,
+        "resamples": 2000,
+        "seed": 0,
+        "min_pairs": 5,
+        "policy_json": "{}",
+        "policy_sha256": f"{cid}-policy",
+        "policy_sha256_actual": f"{cid}-policy",
+        "source_sha256": f"{cid}-source",
+        **policy,
+    }
+
+
+def attempt_row(aid: str, rnd: int, candidate: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "attempt_id": aid,
+        "round": rnd,
+        "candidate": candidate,
+        "baseline": "main@3f2a9c1",
+        "status": "completed",
+        "started_at": T0,
+        "n_lines": 20,
+        "inputs_sha256": f"{aid}-inputs",
+        "source_dir": f"attempts/c/{aid}",
+        **extra,
+    }
+
+
+def assessment_row(cid: str, aid: str, rnd: int, candidate: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "attempt_id": aid,
+        "round": rnd,
+        "candidate": candidate,
+        "status": "completed",
+        "n_pairs": 10,
+        "n_baseline_ok": 10,
+        "n_candidate_ok": 10,
+        "n_unpaired_baseline": 0,
+        "n_unpaired_candidate": 0,
+        "n_failed": 0,
+        "median_verdict": "FAIL",
+        "paired_verdict": "FAIL",
+        "explanation": "not_declared",
+        "decision": "median",
+        "require_explanation": False,
+        "verdict": "FAIL",
+        "statistical_significance": "not_established",
+        "eligible": False,
+        "best": False,
+        "policy_sha256": f"{cid}-policy",
+        "inputs_sha256": f"{aid}-inputs",
+        "campaign_sha256": f"{cid}-source",
+        **extra,
+    }
+
+
+def comparison(aid: str, quantity: str, name: str, est: float | None, low: float | None,
+               high: float | None, direction: str | None, status: str = "ok",
+               reason: str | None = None, n_pairs: int = 10) -> dict[str, Any]:  # fmt: skip
+    return {
+        "attempt_id": aid,
+        "quantity": quantity,
+        "name": name,
+        "n_pairs": n_pairs,
+        "estimate": est,
+        "low": low,
+        "high": high,
+        "direction": direction,
+        "status": status,
+        "reason": reason,
+    }
+
+
+def outcome(aid: str, position: int, target: str, name: str, expect: str,
+            evidence: str | None, direction: str | None, result: str,
+            reason: str | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "attempt_id": aid,
+        "position": position,
+        "target": target,
+        "name": name,
+        "expect": expect,
+        "evidence": evidence,
+        "direction": direction,
+        "outcome": result,
+        "reason": reason,
+    }
+
+
+GOOD = "c-good"
+BLOCKED = "c-blocked"
+FRESH = "c-fresh"
+
+COMPARISONS = [
+    # r001: explained, with an interval that runs to +inf (a counter that vanished)
+    comparison("r001", "metric", "e2e_seconds", 1.031, 1.018, 1.044, "improved"),
+    comparison("r001", "region", "attention", 1.130, 1.100, 1.161, "decrease"),
+    comparison("r001", "region", "sampling", 1.001, 0.990, 1.012, "none"),
+    comparison("r001", "region_normalized", "attention", 1.128, 1.101, 1.150, "decrease"),
+    comparison("r001", "share_speedup", "share", 1.029, 1.015, 1.043, "improved"),
+    comparison("r001", "counter", "dram_bytes", 1.136, 1.135, 1.137, "decrease"),
+    comparison("r001", "counter", "graph_breaks", float("inf"), 3.0, float("inf"), "decrease"),
+    # r002: contradicted; a counter with a zero baseline and a region with too few pairs
+    comparison("r002", "metric", "e2e_seconds", 0.995, 0.980, 1.010, "none"),
+    comparison("r002", "region", "attention", 0.950, 0.930, 0.970, "increase"),
+    comparison(
+        "r002", "region", XSS_REGION, 1.2, None, None, None, "unverifiable", "too_few_pairs", 3
+    ),  # fmt: skip
+    comparison(
+        "r002",
+        "counter",
+        "kernel_launches",
+        None,
+        None,
+        None,
+        None,
+        "unverifiable",
+        "zero_baseline",
+    ),  # fmt: skip
+]
+OUTCOMES = [
+    outcome(
+        "r001", 0, "region", "attention", "decrease", "region_normalized", "decrease", "confirmed"
+    ),  # fmt: skip
+    outcome("r001", 1, "counter", "dram_bytes", "decrease", "counter", "decrease", "confirmed"),
+    outcome("r001", 2, "region", "sampling", "unchanged", "region", "none", "assumed"),
+    outcome("r002", 0, "region", "attention", "decrease", "region", "increase", "contradicted"),
+    outcome(
+        "r002",
+        1,
+        "counter",
+        "kernel_launches",
+        "decrease",
+        "counter",
+        None,
+        "unverifiable",
+        "zero_baseline",
+    ),  # fmt: skip
+    outcome(
+        "r002", 2, "region", "kv_cache", "decrease", None, None, "unverifiable", "never_appears"
+    ),  # fmt: skip
+]
+INTEGRITY: list[dict[str, Any]] = [
+    {"attempt_id": None, "code": "policy_digest_mismatch", "expected": "aaa", "actual": "bbb",
+     "message": "campaign policy_sha256 aaa differs from the canonical policy's bbb"},
+    {"attempt_id": "r001", "code": "declared_after_start", "expected": "2026-11-01T12:00:00Z",
+     "actual": "2026-11-01T12:05:00Z",
+     "message": "attempt r001: declared_at <after> started_at"},
+]  # fmt: skip
+
+
+def build_store(root: Path) -> Store:
+    """Three campaigns: one assessed (PASS / FAIL / a failed attempt), one blocked with stale
+    verdicts still stored, one ingested but never assessed."""
+    store = Store(root)
+    good_attempts = [
+        attempt_row("r001", 1, "fuse-rmsnorm", hypothesis=XSS_HYPOTHESIS),
+        attempt_row("r002", 2, "tile-64", hypothesis="Bigger tiles cut DRAM traffic"),
+        attempt_row("r003", 3, "broken", status="failed"),
+    ]
+    assessments = [
+        assessment_row(GOOD, "r001", 1, "fuse-rmsnorm", improvement_pct=2.9, paired_estimate=1.031,
+                       paired_low=1.018, paired_high=1.044, median_verdict="PASS",
+                       paired_verdict="PASS", share_speedup=1.029, explanation="explained",
+                       verdict="PASS", eligible=True, best=True),
+        assessment_row(GOOD, "r002", 2, "tile-64", improvement_pct=-0.4,
+                       median_reason="not_improved", paired_estimate=0.995, paired_low=0.98,
+                       paired_high=1.01,
+                       paired_reason="within_noise", explanation="contradicted",
+                       reason="not_improved"),
+        assessment_row(GOOD, "r003", 3, "broken", status="failed", n_pairs=0, n_baseline_ok=0,
+                       n_candidate_ok=0, median_verdict="INCONCLUSIVE", median_reason="no_samples",
+                       paired_verdict="INCONCLUSIVE", paired_reason="too_few_pairs",
+                       verdict="INCONCLUSIVE", reason="attempt_failed"),
+    ]  # fmt: skip
+    with store.transaction() as txn:
+        txn.put("campaigns", GOOD, frame("campaigns", [campaign_row(GOOD)]))
+        txn.put("attempts", GOOD, frame("attempts", good_attempts))
+        txn.put("integrity", GOOD, frame("integrity", []))
+        txn.put("assessments", GOOD, frame("assessments", assessments))
+        txn.put("comparisons", GOOD, frame("comparisons", COMPARISONS))
+        txn.put("outcomes", GOOD, frame("outcomes", OUTCOMES))
+        txn.put("expectations", GOOD, frame("expectations", OUTCOMES))
+
+        txn.put("campaigns", BLOCKED, frame("campaigns", [campaign_row(BLOCKED)]))
+        txn.put("attempts", BLOCKED, frame("attempts", good_attempts[:1]))
+        txn.put("integrity", BLOCKED, frame("integrity", INTEGRITY))
+        txn.put("expectations", BLOCKED, frame("expectations", OUTCOMES[:3]))
+        # verdicts left over from before the block: the report must not show them
+        txn.put("assessments", BLOCKED, frame("assessments", assessments[:1]))
+        txn.put("comparisons", BLOCKED, frame("comparisons", COMPARISONS[:7]))
+        txn.put("outcomes", BLOCKED, frame("outcomes", OUTCOMES[:3]))
+
+        txn.put("campaigns", FRESH, frame("campaigns", [campaign_row(FRESH)]))
+        txn.put("attempts", FRESH, frame("attempts", good_attempts[:1]))
+    return store
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Store:
+    return build_store(tmp_path / "store")
+
+
+@pytest.fixture()
+def good_html(store: Store) -> str:
+    return render_campaign(load_campaign(store, GOOD))
+
+
+# -- helpers reading the page back -------------------------------------------------------------
+PLOTLY_BLOCK = re.compile(r'<script id="plotlyjs">(.*?)</script>', re.S)
+FIGURE_BLOCK = re.compile(
+    r'<script type="application/json" data-plot="([^"]+)">(.*?)</script>', re.S
+)
+
+
+def without_plotly_bundle(page: str) -> str:
+    return PLOTLY_BLOCK.sub('<script id="plotlyjs"></script>', page)
+
+
+def figures(page: str) -> dict[str, dict[str, Any]]:
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"figure JSON holds {name}")
+
+    return {
+        pid: json.loads(body, parse_constant=no_constants)
+        for pid, body in FIGURE_BLOCK.findall(page)
+    }
+
+
+def article(page: str, attempt_id: str) -> str:
+    start = page.index(f'<article id="attempt-{attempt_id}">')
+    return page[start : page.index("</article>", start)]
+
+
+# -- content -----------------------------------------------------------------------------------
+def test_every_attempt_has_its_section_and_plot(good_html: str) -> None:
+    plots = figures(good_html)
+    for aid in ("r001", "r002", "r003"):
+        assert f'<article id="attempt-{aid}">' in good_html
+    assert {"plot-timeline", "plot-attempt-r001", "plot-attempt-r002"} <= set(plots)
+    assert "No comparison" in article(good_html, "r003")  # failed attempt: no plot, said so
+
+
+def test_every_expectation_outcome_is_shown_in_its_attempt(good_html: str) -> None:
+    for o in OUTCOMES:
+        section = article(good_html, o["attempt_id"])
+        assert re.search(
+            rf"<td>{o['name']}</td><td>{o['expect']}</td><td><span [^>]*>{o['outcome']}</span>",
+            section,
+        ), o
+
+
+def test_outcome_marks_sit_on_the_row_of_their_evidence(good_html: str) -> None:
+    fig = figures(good_html)["plot-attempt-r001"]
+    rows = fig["layout"]["yaxis"]["categoryarray"]
+    marks = {a["y"]: a["text"] for a in fig["layout"]["annotations"] if a.get("xref") == "paper"}
+    # attention's evidence is the normalized region (the mechanism has a reference region)
+    assert "confirmed" in marks["region attention / ref"]
+    assert "confirmed" in marks["counter dram_bytes"]
+    assert "assumed" in marks["region sampling"]
+    assert "region attention" not in marks  # the raw row carries no mark
+    assert len(marks) == 3 and set(marks) <= set(rows)
+
+
+def test_every_comparison_is_a_row_of_the_forest_plot(good_html: str) -> None:
+    for aid in ("r001", "r002"):
+        fig = figures(good_html)[f"plot-attempt-{aid}"]
+        rows = fig["layout"]["yaxis"]["categoryarray"]
+        plotted = {y for trace in fig["data"] for y in (trace.get("y") or []) if y is not None}
+        names = [c["name"] for c in COMPARISONS if c["attempt_id"] == aid]
+        missing = [o["name"] for o in OUTCOMES if o["attempt_id"] == aid and o["evidence"] is None]
+        assert len(rows) == len(names) + len(missing)
+        assert set(rows) == plotted  # every row has a mark or a text on the plot
+        for name in names + missing:
+            escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            assert any(escaped in r for r in rows), name
+
+
+def test_forest_plot_has_a_line_at_one_on_a_log_axis(good_html: str) -> None:
+    fig = figures(good_html)["plot-attempt-r001"]
+    assert fig["layout"]["xaxis"]["type"] == "log"
+    lines = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
+    assert any(s["x0"] == 1 and s["x1"] == 1 for s in lines)
+
+
+def test_unverifiable_quantities_are_listed_with_their_reason(good_html: str) -> None:
+    section = article(good_html, "r002")
+    side = section[section.index("Unverifiable quantities") :]
+    assert "counter kernel_launches</b> — zero_baseline" in side
+    assert "too_few_pairs" in side and "estimate 1.2000" in side
+    assert "region kv_cache</b> — never_appears" in side
+    fig = figures(good_html)["plot-attempt-r002"]
+    texts = [t for trace in fig["data"] for t in (trace.get("text") or [])]
+    assert "unverifiable: zero_baseline" in texts  # also written on the plot, at ratio 1
+
+
+def test_infinite_estimates_are_drawn_at_the_edge_not_dropped(good_html: str) -> None:
+    fig = figures(good_html)["plot-attempt-r001"]
+    edge = 10 ** fig["layout"]["xaxis"]["range"][1]
+    points = [
+        (x, y)
+        for trace in fig["data"]
+        if trace.get("mode") == "markers"
+        for x, y in zip(trace["x"], trace["y"], strict=True)
+    ]
+    assert (pytest.approx(edge), "counter graph_breaks") in points
+    texts = [t for trace in fig["data"] for t in (trace.get("text") or [])]
+    assert "∞" in texts
+
+
+def test_timeline_has_gate_band_best_and_every_round(good_html: str) -> None:
+    fig = figures(good_html)["plot-timeline"]
+    band = [s for s in fig["layout"]["shapes"] if s["type"] == "rect"]
+    assert any(s["y0"] == 1 and s["y1"] == pytest.approx(1.01) for s in band)
+    xs = {x for trace in fig["data"] for x in (trace.get("x") or []) if x is not None}
+    assert xs == {"r1 · r001", "r2 · r002", "r3 · r003"}
+    best = [t for t in fig["data"] if t.get("name") == "best attempt"]
+    assert best and best[0]["x"] == ["r1 · r001"]
+
+
+def test_verdict_table_has_the_assessments_columns(good_html: str) -> None:
+    section = good_html[good_html.index('<section id="verdicts">') :]
+    section = section[: section.index("</section>")]
+    header = re.findall(r"<th>([^<]+)</th>", section)
+    expected = [
+        c
+        for c in table("assessments").names
+        if c not in ("campaign_id", "inputs_sha256", "campaign_sha256")
+    ]
+    assert header == expected
+    assert section.count("<tr") == 1 + 3
+    assert '<tr class="best">' in section
+
+
+def test_header_shows_metric_policy_and_digest(good_html: str) -> None:
+    summary = good_html[good_html.index('<section id="summary">') :]
+    summary = summary[: summary.index("</section>")]
+    for text in ("e2e_seconds", "lower", "median", "2000", "min_pairs", f"{GOOD}-policy"):
+        assert text in summary
+    assert "blocked" not in summary
+
+
+# -- escaping ------------------------------------------------------------------------------------
+def test_hypothesis_and_names_stay_text(good_html: str) -> None:
+    escaped = (
+        "Fusing saves launches &lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;quotes&quot; "
+        "&lt;b&gt;bold&lt;/b&gt;"
+    )
+    assert f'<blockquote class="hypothesis">{escaped}</blockquote>' in good_html
+    assert "alert(1)</script>" not in good_html and "<script>alert" not in good_html
+    page = without_plotly_bundle(good_html)
+    assert "<img" not in page and "<b>bold" not in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+def test_json_in_script_cannot_close_the_element() -> None:
+    text = script_json({"label": "</script><!-- <b> & \u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == {"label": "</script><!-- <b> & \u2028"}
+
+
+def test_figure_blocks_contain_no_raw_angle_brackets(good_html: str) -> None:
+    blocks = FIGURE_BLOCK.findall(good_html)
+    assert len(blocks) == 3
+    for _, body in blocks:
+        assert "<" not in body and ">" not in body
+
+
+# -- offline -------------------------------------------------------------------------------------
+def test_page_loads_nothing_from_the_network(good_html: str) -> None:
+    bundles = PLOTLY_BLOCK.findall(good_html)
+    assert bundles == [plotly.offline.get_plotlyjs()]  # inlined once, verbatim
+    page = without_plotly_bundle(good_html)
+    for needle in ("http://", "https://", "//cdn", "<link", "@import", "url(", "<iframe"):
+        assert needle not in page, needle
+    assert "MathJax" not in page
+    loads = LinkCollector.of(page)
+    assert all(value.startswith("#") for tag, attr, value in loads if attr == "href"), loads
+    assert [x for x in loads if x[1] != "href"] == []  # no src, srcset, data, poster, ...
+
+
+class LinkCollector(HTMLParser):
+    """Every attribute of the page through which a browser could load something."""
+
+    ATTRS = {"src", "href", "srcset", "data", "poster", "action", "background", "xlink:href"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.found += [(tag, a, v or "") for a, v in attrs if a in self.ATTRS]
+
+    @classmethod
+    def of(cls, page: str) -> list[tuple[str, str, str]]:
+        parser = cls()
+        parser.feed(page)
+        return parser.found
+
+
+# -- blocked -------------------------------------------------------------------------------------
+def test_blocked_campaign_shows_integrity_errors_and_no_verdicts(store: Store) -> None:
+    page = render_campaign(load_campaign(store, BLOCKED))
+    assert "This campaign is blocked" in page
+    for error in INTEGRITY:
+        assert f"<td>{error['code']}</td>" in page
+        assert html.escape(error["message"]) in page
+    assert "<td>(campaign)</td>" in page  # the campaign-level error names no attempt
+    for verdict_word in ("PASS", "FAIL", "INCONCLUSIVE", "explained", "confirmed"):
+        assert verdict_word not in page, verdict_word
+    assert 'id="verdicts"' not in page and FIGURE_BLOCK.findall(page) == []
+    assert '<article id="attempt-r001">' in page  # the attempt and its declaration stay visible
+    assert "&lt;script&gt;alert(1)" in page
+
+
+# -- stale and what-if -------------------------------------------------------------------------
+def test_attempts_changed_since_assess_are_flagged(store: Store) -> None:
+    attempts = store.read("attempts", [GOOD]).with_columns(
+        pl.when(pl.col("attempt_id") == "r002")
+        .then(pl.lit("changed"))
+        .otherwise("inputs_sha256")
+        .alias("inputs_sha256")
+    )
+    with store.transaction() as txn:
+        txn.put("attempts", GOOD, attempts)
+    page = render_campaign(load_campaign(store, GOOD))
+    assert "The stored verdicts are out of date" in page
+    assert "<li><b>r002</b>: inputs changed since it was assessed</li>" in page
+    assert "<li><b>r001</b>" not in page
+
+
+def test_what_if_verdicts_are_labelled_and_do_not_replace_the_frozen_ones(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def fake_assess(st: Store, ids: list[str], *, what_if: dict[str, str], write: bool) -> Any:
+        calls.append({"ids": ids, "what_if": what_if, "write": write})
+        frozen = st.read("assessments", ids)
+        changed = frozen.with_columns(
+            pl.lit("paired").alias("decision"),
+            pl.when(pl.col("attempt_id") == "r001")
+            .then(pl.lit("FAIL"))
+            .otherwise("verdict")
+            .alias("verdict"),
+        )
+        return types.SimpleNamespace(assessments=changed)
+
+    monkeypatch.setitem(sys.modules, "pipeline.assess", types.SimpleNamespace(assess=fake_assess))
+    page = render_campaign(load_campaign(store, GOOD, what_if={"decision": "paired"}))
+    assert calls == [{"ids": [GOOD], "what_if": {"decision": "paired"}, "write": False}]
+    section = page[page.index('<section id="what-if">') :]
+    section = section[: section.index("</section>")]
+    assert "What-if: decision=paired." in section
+    assert section.count('<tr class="changed">') == 1
+    verdicts = page[page.index('<section id="verdicts">') :]
+    assert '<tr class="best"><td>r001' in verdicts  # the frozen PASS is still the frozen verdict
+
+
+# -- writing and the CLI -----------------------------------------------------------------------
+def test_write_report_and_all(store: Store, tmp_path: Path) -> None:
+    out = write_report(store, GOOD, tmp_path / "one.html")
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    result = write_all(store, tmp_path / "all")
+    assert result.index == tmp_path / "all" / "index.html"
+    assert sorted(p.name for p in result.pages) == [
+        f"campaign-{BLOCKED}.html",
+        f"campaign-{GOOD}.html",
+    ]
+    assert result.not_assessed == [FRESH]
+    index = result.index.read_text(encoding="utf-8")
+    for page in result.pages:
+        assert f'href="{page.name}"' in index
+    assert f"explain-pipeline assess {FRESH}" in index
+    good = (tmp_path / "all" / f"campaign-{GOOD}.html").read_text(encoding="utf-8")
+    assert 'href="index.html"' in good
+    assert not list((tmp_path / "all").glob(".*.tmp"))
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+def test_cli_prints_the_path_written(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.html"
+    code, stdout, _ = run_cli(["report", GOOD, "--store", str(store.root), "-o", str(out)], capsys)
+    assert (code, stdout) == (0, f"{out}\n")
+    assert "fuse-rmsnorm" in out.read_text(encoding="utf-8")
+
+
+def test_cli_all_writes_index_and_warns_about_unassessed(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "site"
+    code, stdout, err = run_cli(
+        ["report", "--all", "--store", str(store.root), "-o", str(out)], capsys
+    )
+    assert (code, stdout) == (0, f"{out / 'index.html'}\n")
+    assert f"warning: {FRESH}: not assessed" in err
+
+
+def test_cli_unknown_campaign_is_a_usage_error(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(["report", "nope", "--store", str(store.root)], capsys)
+    assert code == 2
+    assert err.startswith("error: unknown campaign 'nope' in store")
+
+
+def test_cli_campaign_never_assessed_says_to_run_assess(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "x.html"
+    code, _, err = run_cli(["report", FRESH, "--store", str(store.root), "-o", str(out)], capsys)
+    assert code == 2
+    assert err == (
+        f"error: campaign '{FRESH}' has not been assessed: "
+        f"run `explain-pipeline assess {FRESH}` first\n"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [[], [GOOD, "--all"]])
+def test_cli_needs_exactly_one_of_id_or_all(
+    store: Store, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(["report", *args, "--store", str(store.root)], capsys)
+    assert (code, err) == (2, "error: give either a CAMPAIGN_ID or --all\n")
