@@ -14,7 +14,7 @@ from pipeline.assess import assess
 from pipeline.calibrate import Calibration, calibrate, count_rules, metric_log_ratios, render
 from pipeline.cli import main
 from pipeline.ingest import ingest
-from pipeline.simulate import Model, campaign_generator, draw_runs, simulate
+from pipeline.simulate import Model, Scenario, campaign_generator, draw_runs, simulate
 from pipeline.store import Store
 
 FAST = Model(resamples=1000)
@@ -42,7 +42,8 @@ def test_shape_of_spec_7(study: Calibration) -> None:
     assert r10["aa_false_explained"] < 0.05
     assert r3["gain_explained"] == 0.0  # 3 pairs: every comparison is too_few_pairs
     # The nominal 95% interval under-covers, much more so at 3 pairs (SPEC 8: about 75%).
-    assert 0.6 < r3["aa_coverage"] < 0.88 < r10["aa_coverage"] < 0.99
+    assert 0.6 < r3["aa_coverage"] < r10["aa_coverage"] - 0.05
+    assert 0.82 < r10["aa_coverage"] < 0.99
     assert [r3["aa_coverage_source"], r10["aa_coverage_source"]] == ["bootstrap", "assess"]
 
 
@@ -57,7 +58,9 @@ def _interval(x: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.
     return np.exp(low), np.exp(high)
 
 
-def _reference_counts(scenario: str, reps: int, attempts: int, seed: int, model: Model) -> dict:
+def _reference_counts(
+    scenario: Scenario, reps: int, attempts: int, seed: int, model: Model
+) -> dict:
     runs = draw_runs(model, scenario, reps, attempts, campaign_generator(seed, scenario, reps))
     metric = runs.metric
     med_b, med_c = np.median(metric[:, :, 0], axis=1), np.median(metric[:, :, 1], axis=1)
@@ -84,7 +87,9 @@ def _reference_counts(scenario: str, reps: int, attempts: int, seed: int, model:
 
 
 @pytest.mark.parametrize(("scenario", "reps"), [("aa", 5), ("gain", 5), ("aa", 3)])
-def test_assess_counts_match_the_reference(tmp_path: Path, scenario: str, reps: int) -> None:
+def test_assess_counts_match_the_reference(
+    tmp_path: Path, scenario: Scenario, reps: int
+) -> None:
     model = Model(resamples=300)
     simulate(tmp_path / "in", scenarios=(scenario,), repetitions=(reps,), attempts=60, seed=2,
              model=model)
@@ -113,8 +118,8 @@ def test_coverage_by_bootstrap_equals_assess_where_both_exist(tmp_path: Path) ->
 def test_one_assessment_gives_the_paired_plus_explanation_verdict(tmp_path: Path) -> None:
     """calibrate reads 'paired + require_explanation' as paired PASS and explained; assess's own
     what-if under that policy must agree attempt by attempt, including PASS the gate rewrites."""
-    model = Model(resamples=300, gain_factor=0.8, sigma_dram=0.1)
-    simulate(tmp_path / "in", scenarios=("aa", "gain"), repetitions=(5,), attempts=60, seed=9,
+    model = Model(resamples=300, gain_factor=0.7, sigma_dram=0.2)
+    simulate(tmp_path / "in", scenarios=("aa", "gain"), repetitions=(5,), attempts=30, seed=9,
              model=model)
     store = Store(tmp_path / "store")
     ingest(tmp_path / "in", store)
