@@ -167,6 +167,11 @@ def _skip(text: str, pos: int) -> int:
 
 def locate(text: str, path: JsonPath) -> int:
     """1-based line of the key (or array item) at ``path`` in a JSON text; the deepest one found."""
+    return text.count("\n", 0, offset(text, path)) + 1
+
+
+def offset(text: str, path: JsonPath) -> int:
+    """Character offset of the key (or array item) at ``path``; the deepest one found."""
     decoder = json.JSONDecoder(parse_constant=float)
     pos, found = _skip(text, 0), 0
     for part in path:
@@ -174,7 +179,7 @@ def locate(text: str, path: JsonPath) -> int:
         if hit < 0:
             break
         found = hit
-    return text.count("\n", 0, found) + 1
+    return found
 
 
 def _child(text: str, pos: int, part: str | int, decoder: json.JSONDecoder) -> tuple[int, int]:
@@ -329,9 +334,20 @@ def _dedupe(items: Sequence[tuple[JsonPath, str, str]]) -> list[tuple[JsonPath, 
     return out
 
 
+def in_text_order(
+    text: str, items: Sequence[tuple[JsonPath, str, str]]
+) -> list[tuple[JsonPath, str, str]]:
+    """Problems in the order their fields appear in the text (stable for one field)."""
+    return sorted(items, key=lambda item: offset(text, item[0]))
+
+
 # -- documents --------------------------------------------------------------------------------
-def check_document(kind: DocumentKind, doc: Any) -> list[tuple[JsonPath, str, str]]:
-    """Every problem of one parsed document as (path, code, message), in document order."""
+def check_document(
+    kind: DocumentKind, doc: Any, *, fast: bool = True
+) -> list[tuple[JsonPath, str, str]]:
+    """Every problem of one parsed document as (path, code, message)."""
+    if fast and kind == "measurement" and plainly_valid_run(doc):
+        return []
     if kind != "measurement":
         schema_problem = _schema_field(kind, doc)
         if schema_problem is not None:
@@ -340,6 +356,50 @@ def check_document(kind: DocumentKind, doc: Any) -> list[tuple[JsonPath, str, st
     items += _schema_issues(kind, doc)
     items += _semantic_issues(kind, doc)
     return _dedupe(items)
+
+
+# -- fast path for measurement lines ------------------------------------------------------------
+# jsonschema costs about a millisecond per run line; nearly every line of real data is valid. This
+# check accepts only lines that certainly satisfy measurement.schema.json and every rule below
+# (a property test holds it to that); anything else takes the full path, which explains the error.
+_RUN_FIELDS = frozenset({"side", "repetition", "status", "metric", "breakdown", "counters"})
+
+
+def _plain_number(value: Any) -> bool:
+    kind = type(value)
+    if kind is float:
+        return 0.0 <= value <= sys.float_info.max
+    return kind is int and 0 <= value <= sys.float_info.max
+
+
+def _plain_numbers(values: Any) -> bool:
+    return (
+        type(values) is _Object and not values.repeated and all(map(_plain_number, values.values()))
+    )
+
+
+def _plain_breakdown(breakdown: Any) -> bool:
+    if type(breakdown) is not _Object or breakdown.repeated:
+        return False
+    values = list(breakdown.values())
+    return all(map(_plain_number, values)) or all(map(_plain_numbers, values))
+
+
+def plainly_valid_run(doc: Any) -> bool:
+    """True only for a run line that is valid beyond doubt (False says nothing)."""
+    if type(doc) is not _Object or doc.repeated or not doc.keys() <= _RUN_FIELDS:
+        return False
+    repetition, status, metric = doc.get("repetition"), doc.get("status"), doc.get("metric", None)
+    return (
+        doc.get("side") in ("baseline", "candidate")
+        and type(repetition) is int
+        and 0 <= repetition <= INT64_MAX
+        and status in ("ok", "failed")
+        and (("metric" not in doc and status == "failed") or _plain_number(metric))
+        and (status == "failed" or metric > 0)
+        and ("breakdown" not in doc or _plain_breakdown(doc["breakdown"]))
+        and ("counters" not in doc or _plain_numbers(doc["counters"]))
+    )
 
 
 def _schema_field(kind: DocumentKind, doc: Any) -> tuple[JsonPath, str, str] | None:
@@ -457,13 +517,10 @@ def validate_document(
         doc = parse_json(text)
     except ValueError as exc:
         return None, [_json_error(path, exc)]
-    found = sorted(
-        (
-            Issue(str(path), locate(text, p), field_name(p), code, message)
-            for p, code, message in check_document(kind, doc)
-        ),
-        key=lambda issue: issue.line or 0,
-    )
+    found = [
+        Issue(str(path), locate(text, p), field_name(p), code, message)
+        for p, code, message in in_text_order(text, check_document(kind, doc))
+    ]
     if found:
         return None, found
     return Document(doc, hashlib.sha256(body).hexdigest(), text), []
@@ -492,7 +549,7 @@ def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, li
         except ValueError as exc:
             issues.append(_json_error(path, exc, number - 1))
             continue
-        problems = check_document("measurement", doc)
+        problems = in_text_order(raw, check_document("measurement", doc))
         issues += [Issue(str(path), number, field_name(p), c, m) for p, c, m in problems]
         parsed.append(Run(number, doc))
     issues += _duplicate_runs(path, parsed)

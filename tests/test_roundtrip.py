@@ -79,7 +79,7 @@ def stored_rows(store: Store) -> tuple[set[tuple[Any, ...]], ...]:
     return tuple(set(store.read(t).select(c).rows()) for t, c in columns.items())
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(written=runs())
 def test_values_read_back_from_parquet_equal_the_json_input(written: list[dict[str, Any]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,12 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline.validate import (
     AttemptFiles,
     Issue,
     check_directory_id,
+    check_document,
+    parse_json,
     parse_timestamp,
+    plainly_valid_run,
     read_attempt_files,
     validate_attempt,
     validate_campaign,
@@ -374,3 +379,63 @@ def test_issue_text_format() -> None:
         str(issue)
         == 'x/m.jsonl:12: field "metric": must be > 0 for an ok run, got -0.4 [not_positive]'
     )
+
+
+# -- the fast path for run lines never accepts what the full check rejects ---------------------
+ANY_NUMBER = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, 0.0, -0.0, 10**400, True, None, "1"]),
+)
+REGIONS = st.dictionaries(st.sampled_from(["a", "b", "c"]), ANY_NUMBER, max_size=3)
+RUN_FIELDS = {
+    "side": st.sampled_from(["baseline", "candidate", "base", 1]),
+    "repetition": st.one_of(
+        st.integers(min_value=-2, max_value=2**64), st.sampled_from([1.0, "2", True, 2**63])
+    ),
+    "status": st.sampled_from(["ok", "failed", "done"]),
+    "metric": ANY_NUMBER,
+    "breakdown": st.one_of(
+        REGIONS,
+        st.dictionaries(st.sampled_from(["s0", "s1"]), st.one_of(REGIONS, ANY_NUMBER), max_size=2),
+    ),
+    "counters": REGIONS,
+    "extra": st.just(1),
+}
+
+
+BASE_RUN = {
+    "side": "baseline",
+    "repetition": 0,
+    "status": "ok",
+    "metric": 1.0,
+    "breakdown": {"s0": {"a": 0.5}},
+    "counters": {"k": 3},
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    overrides=st.dictionaries(st.sampled_from(sorted(RUN_FIELDS)), st.none(), max_size=2).flatmap(
+        lambda keys: st.fixed_dictionaries({k: RUN_FIELDS[k] for k in keys})
+    ),
+    dropped=st.sets(st.sampled_from(sorted(BASE_RUN))),
+)
+def test_fast_path_accepts_only_lines_the_full_check_accepts(
+    overrides: dict[str, Any], dropped: set[str]
+) -> None:
+    """A valid run with one or two fields replaced by anything, some fields dropped."""
+    doc = {k: v for k, v in {**BASE_RUN, **overrides}.items() if k not in dropped}
+    parsed = parse_json(json.dumps(doc))
+    if plainly_valid_run(parsed):
+        assert check_document("measurement", parsed, fast=False) == []
+
+
+def test_fast_path_accepts_the_example_data() -> None:
+    folder = Path(__file__).resolve().parent.parent / "data" / "attempts"
+    lines = [
+        line
+        for path in folder.glob("*/*/measurements.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    assert len(lines) > 100 and all(plainly_valid_run(parse_json(line)) for line in lines)
