@@ -278,3 +278,14 @@ def test_import_run_prints_or_appends(tmp_path: Path) -> None:
     assert lines[1]["counters"] == {"ops": first["counters"]["aten_ops"]}
     with pytest.raises(ImportFormatError, match=r"side baseline repetition 0 already in the file"):
         import_run("kineto", [trace], side="baseline", repetition=0, output=out)
+
+
+def test_region_pattern_applies_to_gpu_regions_by_annotation_name(tmp_path: Path) -> None:
+    import re
+
+    options = ImportOptions(region_pattern=re.compile("inner"))
+    imported = read([InputFile(_gpu_trace(tmp_path))], options)
+    line = build_line(imported, side="baseline", repetition=0)
+    assert line["breakdown"]["step-1"] == {"inner": pytest.approx(10e-6),
+                                           "gpu:inner": pytest.approx(50e-6)}  # fmt: skip
+    assert "step-2" not in line.get("breakdown", {})  # no kept region in step 2

@@ -318,7 +318,7 @@ def _gpu_regions(gpu: pl.DataFrame, cpu: pl.DataFrame, options: ImportOptions) -
     per_region = union_ns(inside, ["step", "region"]).select(
         "step", region=pl.lit(C.GPU_PREFIX) + pl.col("region"), ns="ns"
     )
-    return pl.concat([per_region, busy])
+    return pl.concat([per_region, busy]) if options.keeps_region(C.GPU_BUSY) else per_region
 
 
 def _gpu_counters(
