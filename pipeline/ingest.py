@@ -165,12 +165,33 @@ def _ingest_campaign(folder: Path, store: Store, txn: Transaction, run: _Run, ba
     cid = folder.name
     stored = _stored_attempts(store, cid)
     campaign_changed = _stored_source(store, cid) != campaign.sha256
-    accepted = list(_check_attempts(cid, attempts, campaign, stored, campaign_changed, run, bar))
+    first_seen = {a: f for a, (_, f) in stored.items()}
+    valid = _check_attempts(cid, attempts, campaign, stored, campaign_changed, run, bar)
+    new = _rows_in_batches(cid, valid, first_seen)
     run.campaigns.append(
         {"campaign_id": cid, "outcome": _campaign_outcome(store, cid, campaign_changed)}
     )
-    if accepted or campaign_changed:
-        _write_campaign(store, txn, cid, campaign, accepted, stored, campaign_changed)
+    if new["attempts"].height or campaign_changed:
+        _write_campaign(store, txn, cid, campaign, new, campaign_changed)
+
+
+def _rows_in_batches(
+    cid: str, valid: Iterable[ValidAttempt], first_seen: dict[str, str | None], size: int = 64
+) -> dict[str, pl.DataFrame]:
+    """The new rows of every per-attempt table; parsed documents are turned into compact frames
+    every ``size`` attempts, so a large campaign is never held as Python objects."""
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in ATTEMPT_TABLES}
+    batch: list[ValidAttempt] = []
+    for attempt in [*valid, None]:
+        if attempt is not None:
+            batch.append(attempt)
+        if batch and (attempt is None or len(batch) == size):
+            for name, frame in attempt_frames(cid, batch, first_seen).items():
+                parts[name].append(frame)
+            batch = []
+    return {
+        name: pl.concat(frames) if frames else table(name).empty() for name, frames in parts.items()
+    }
 
 
 def _campaign_outcome(store: Store, cid: str, changed: bool) -> Outcome:
@@ -230,18 +251,15 @@ def _write_campaign(
     txn: Transaction,
     cid: str,
     campaign: Document,
-    accepted: Sequence[ValidAttempt],
-    stored: dict[str, tuple[str, str | None]],
+    new: dict[str, pl.DataFrame],
     campaign_changed: bool,
 ) -> None:
     campaign_row = campaign_frame(cid, campaign)
     if campaign_changed:
         txn.put("campaigns", cid, campaign_row)
-    first_seen = {a: f for a, (_, f) in stored.items()}
-    new = attempt_frames(cid, accepted, first_seen)
-    changed = [a.attempt_id for a in accepted]
+    changed = new["attempts"]["attempt_id"].to_list()
     merged_attempts = _merged(store, "attempts", cid, changed, new["attempts"]).collect()
-    if accepted:
+    if changed:
         txn.put("attempts", cid, merged_attempts)
         for name in ATTEMPT_TABLES[1:]:
             txn.put(name, cid, _merged(store, name, cid, changed, new[name]))
