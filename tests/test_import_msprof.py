@@ -106,3 +106,15 @@ def test_two_devices_in_one_file_are_refused() -> None:
 def test_a_step_given_twice_is_refused() -> None:
     with pytest.raises(ImportFormatError, match=r'expected each step once, got "step-1" again'):
         _line("step_trace_0_1.csv", "step_trace_0_1.csv")
+
+
+def test_step_trace_time_without_a_schedule_is_one_step_all(tmp_path: Path) -> None:
+    path = tmp_path / "step_trace_time.csv"
+    path.write_text("Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,"
+                    "Communication,Free\n0,,1000.5,20,5,25,3\n")  # fmt: skip
+    imported = read([InputFile(path)], ImportOptions())
+    assert imported.breakdown == {
+        "all": {"computing": Decimal("0.0010005"), "communication_not_overlapped": Decimal("2E-5"),
+                "overlapped": Decimal("5E-6"), "communication": Decimal("2.5E-5"),
+                "free": Decimal("3E-6")}
+    }  # fmt: skip
