@@ -58,12 +58,20 @@ class Inputs:
     expectations: pl.LazyFrame
 
 
-def _sum(values: pl.Expr) -> pl.Expr:
-    """A sum that does not depend on row order (joins and parallel group-bys do not keep it):
-    values sorted, then accumulated in that order, so results are the same to the last bit on
-    every run and in whatever batch an attempt is computed. (A plain `.sort().sum()` is
-    rewritten to `.sum()` by the optimizer.)"""
-    return values.sort().cum_sum().last()
+def _group_sum(frame: pl.LazyFrame, keys: list[str], **sums: pl.Expr) -> pl.LazyFrame:
+    """Per group of `keys`, the sum of each expression, independent of row order.
+
+    Joins and parallel group-bys do not keep row order, and float addition is not associative:
+    a plain group sum can differ in the last bit from run to run or between batches. Here each
+    group's values are gathered (cheap), sorted and added in that order, so results are the same
+    to the last bit wherever an attempt is computed. (`.sort().sum()` inside `agg` would be
+    rewritten to `.sum()` by the optimizer; a sorted `cum_sum` is ten times slower.)"""
+    return (
+        frame.with_columns(**sums)
+        .group_by(keys)
+        .agg(pl.col(list(sums)))
+        .with_columns(pl.col(name).list.sort().list.sum() for name in sums)
+    )
 
 
 # -- runs and pairs ------------------------------------------------------------------------------
@@ -161,8 +169,8 @@ def _paired(
 
 def _totals(frame: pl.LazyFrame, name: str, value: str) -> pl.LazyFrame:
     """Per run and name: the sum over steps (RUN + name + value)."""
-    return (
-        frame.group_by([*RUN, name]).agg(_sum(pl.col(value)).alias("value")).rename({name: "name"})
+    return _group_sum(frame, [*RUN, name], value=pl.col(value)).select(
+        [*RUN, pl.col(name).alias("name"), "value"]
     )
 
 
@@ -172,10 +180,9 @@ def _names(per_run: pl.LazyFrame) -> pl.LazyFrame:
 
 def _step_reference(bd: pl.LazyFrame) -> pl.LazyFrame:
     """Per run and step: reference seconds and all seconds."""
-    return bd.group_by([*RUN, "step"]).agg(
-        _sum(pl.col("seconds").filter(pl.col("is_ref"))).alias("ref_s"),
-        _sum(pl.col("seconds")).alias("all_s"),
-    )
+    # adding the exact zeros of the non-reference regions leaves the reference sum unchanged
+    ref = pl.when(pl.col("is_ref")).then(pl.col("seconds")).otherwise(0.0)
+    return _group_sum(bd, [*RUN, "step"], ref_s=ref, all_s=pl.col("seconds"))
 
 
 def _normalized(
@@ -188,9 +195,8 @@ def _normalized(
     num = (
         bd.filter(~pl.col("is_ref"))
         .join(ref_steps, on=[*RUN, "step"], how="inner")
-        .group_by([*RUN, "region"])
-        .agg(_sum(pl.col("seconds") / pl.col("ref_s")).alias("value"))
-        .rename({"region": "name"})
+        .pipe(_group_sum, [*RUN, "region"], value=pl.col("seconds") / pl.col("ref_s"))
+        .select([*RUN, pl.col("region").alias("name"), "value"])
     )
     nb, nc = _sides(num, ["name"])
     db, dc = _sides(den.rename({"den": "value"}), [])
@@ -214,7 +220,9 @@ def _normalized(
 
 def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
     """SPEC 4.3.4: share = sum of reference / sum of all regions, per run."""
-    share = steps.group_by(RUN).agg((_sum(pl.col("ref_s")) / _sum(pl.col("all_s"))).alias("value"))
+    share = _group_sum(steps, RUN, ref=pl.col("ref_s"), every=pl.col("all_s")).select(
+        [*RUN, (pl.col("ref") / pl.col("every")).alias("value")]
+    )
     b, c = _sides(share, [])
     on = [*ATTEMPT, "repetition"]
     bad = lambda s: pl.col(s).is_null() | pl.col(s).is_nan() | (pl.col(s) == 0)  # noqa: E731
@@ -234,26 +242,38 @@ class PairFrames:
     """`quantities`: one row per (attempt, quantity, name) that exists, even with no pair.
     `pairs`: one row per pair of each quantity with its log-ratio `x` and an optional `flag`."""
 
-    quantities: pl.LazyFrame
-    pairs: pl.LazyFrame
+    quantities: pl.DataFrame
+    pairs: pl.DataFrame
 
 
 def pair_frames(inputs: Inputs) -> PairFrames:
     """Every quantity of SPEC 4.3 for every attempt of `inputs`, and its per-pair log-ratios."""
-    pk = pairs(inputs.samples)
-    refs = reference_regions(inputs.expectations)
+    # stages used several times are computed once
+    pk, refs, bd, ok = (
+        f.lazy()
+        for f in pl.collect_all(
+            [
+                pairs(inputs.samples),
+                reference_regions(inputs.expectations),
+                _ok_breakdown(inputs),
+                ok_runs(inputs.samples),
+            ]
+        )
+    )
     with_refs = refs.select(ATTEMPT).unique()
-    bd = _ok_breakdown(inputs)
-    steps = _step_reference(bd)
-    ok = ok_runs(inputs.samples)
+    steps = _step_reference(bd).collect().lazy()
     ok_counters = inputs.counters.join(ok.select(RUN), on=RUN, how="semi")
 
     metric_run = ok.join(
         inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name")),
         on="campaign_id",
     ).rename({"metric": "value"})
-    region_run = _totals(bd, "region", "seconds")
-    counter_run = _totals(ok_counters, "counter", "value")
+    region_run, counter_run = (
+        f.lazy()
+        for f in pl.collect_all(
+            [_totals(bd, "region", "seconds"), _totals(ok_counters, "counter", "value")]
+        )
+    )
 
     metric_names = inputs.attempts.select(ATTEMPT).join(
         inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name")),
@@ -288,7 +308,8 @@ def pair_frames(inputs: Inputs) -> PairFrames:
             )
         ]
     )
-    return PairFrames(quantities=quantities, pairs=log_ratios(raw, inputs.campaigns))
+    q_frame, p_frame = pl.collect_all([quantities, log_ratios(raw, inputs.campaigns)])
+    return PairFrames(quantities=q_frame, pairs=p_frame)
 
 
 def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
@@ -315,24 +336,38 @@ def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
 
 
 # -- intervals -----------------------------------------------------------------------------------
-def _first_reason() -> pl.Expr:
-    rank = pl.col("flag").replace_strict(
+def _reason_rank() -> pl.Expr:
+    """Position of the flag in REASON_ORDER (null: no flag)."""
+    return pl.col("flag").replace_strict(
         list(REASON_ORDER), list(range(len(REASON_ORDER))), default=None, return_dtype=pl.Int64
     )
-    return pl.col("flag").sort_by(rank.fill_null(len(REASON_ORDER))).first()
+
+
+def _reason_of_rank() -> pl.Expr:
+    return pl.col("rank").replace_strict(
+        list(range(len(REASON_ORDER))), list(REASON_ORDER), default=None, return_dtype=pl.String
+    )
 
 
 def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
     """One row per quantity: n_pairs, reason (null when an interval is due), exp(mean x) when the
     ratio is defined, and the interval policy of its campaign."""
-    per = frames.pairs.group_by(QUANTITY).agg(
-        pl.len().cast(pl.Int64).alias("n_pairs"),
-        _first_reason().alias("reason"),
-        pl.col("x").sort_by("repetition").mean().alias("mean_x"),
+    per = (
+        frames.pairs.lazy()
+        .with_columns(_reason_rank().alias("rank"))
+        .group_by(QUANTITY)
+        .agg(pl.len().cast(pl.Int64).alias("n_pairs"), pl.col("rank").min(), pl.col("x"))
+        .with_columns(
+            _reason_of_rank().alias("reason"),
+            # sorted first: the same mean to the last bit whatever the row order
+            pl.col("x").list.sort().list.mean().alias("mean_x"),
+        )
+        .drop("rank", "x")
     )
     policy = campaigns.select("campaign_id", "min_pairs", *INTERVAL_POLICY)
     return (
-        frames.quantities.join(per, on=QUANTITY, how="left")
+        frames.quantities.lazy()
+        .join(per, on=QUANTITY, how="left")
         .join(policy, on="campaign_id")
         .with_columns(pl.col("n_pairs").fill_null(0))
         .with_columns(
@@ -406,7 +441,7 @@ def comparisons(inputs: Inputs) -> pl.DataFrame:
     """Rows of table `comparisons` for every attempt of `inputs` (SPEC 4)."""
     frames = pair_frames(inputs)
     summary = summarize(frames, inputs.campaigns)
-    bounds = intervals(summary, frames.pairs)
+    bounds = intervals(summary, frames.pairs.lazy())
     return (
         summary.join(bounds, on="qid", how="left", suffix="_boot")
         .with_columns(
