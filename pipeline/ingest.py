@@ -30,7 +30,6 @@ from pipeline.policy import canonical_policy, with_defaults
 from pipeline.store import Store, Transaction
 from pipeline.validate import (
     CAMPAIGN_FILE,
-    AttemptFiles,
     Document,
     Issue,
     ValidAttempt,
@@ -390,4 +389,4 @@ def _breakdown_rows(key: dict[str, Any], breakdown: dict[str, Any]) -> list[dict
     ]
 
 
-__all__ = ["AttemptFiles", "IngestReport", "Issue", "ingest"]
+__all__ = ["IngestReport", "Issue", "ingest"]

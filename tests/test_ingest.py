@@ -313,3 +313,22 @@ def test_integrity_errors_is_a_pure_function_of_the_evidence() -> None:
         f"attempt a1: mechanism.json sha256 {'2' * 12}… differs from attempt.json "
         f"mechanism_sha256 {'1' * 12}…"
     )
+
+
+def test_mechanism_that_appears_after_the_first_ingest_is_a_change(
+    tmp_path: Path, store: Store
+) -> None:
+    write_example_campaign(tmp_path / "in", attempts=("r001",), mechanism=None)
+    ingest(tmp_path / "in", store)
+    write_attempt(
+        tmp_path / "in" / "c1", example_attempt("r001", 1), example_runs(), mechanism=MECHANISM
+    )  # declared later, digest recorded to match
+    report = ingest(tmp_path / "in", store)
+    assert outcomes(report) == {"r001": "replaced"}
+    row = store.read("integrity").row(0, named=True)
+    digest = hashlib.sha256((tmp_path / "in/c1/r001/mechanism.json").read_bytes()).hexdigest()
+    assert (row["code"], row["expected"], row["actual"]) == ("mechanism_changed", None, digest)
+    assert row["message"] == (
+        f"attempt r001: mechanism.json (sha256 {digest[:12]}…) appeared "
+        "after the attempt was first ingested"
+    )
