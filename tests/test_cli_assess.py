@@ -175,3 +175,13 @@ def test_named_queries_over_the_output_tables(store: Path) -> None:
         ("assumed", 1),
         ("confirmed", 1),
     ]
+
+
+def test_what_if_json_shows_both_verdicts(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["assess", "c", "--store", str(store), "--format", "json", "--what-if",
+            "min_improvement_pct=30"]  # fmt: skip
+    code, out, _ = cli(args, capsys)
+    doc = json.loads(out)
+    assert doc["what_if"] == {"min_improvement_pct": "30"} and doc["verdicts_changed"] == 1
+    r1 = doc["campaigns"][0]["attempts"][0]
+    assert (r1["verdict"], r1["reason"], r1["frozen_verdict"]) == ("FAIL", "below_gate", "PASS")

@@ -188,8 +188,16 @@ def _nested(result: AssessResult) -> pl.DataFrame:
         pl.struct(_COMPARISON_FIELDS).alias("comparisons")
     )
     outs = result.outcomes.group_by(ATTEMPT).agg(pl.struct(_OUTCOME_FIELDS).alias("outcomes"))
+    rows = result.assessments
+    if result.frozen is not None:  # what-if: the frozen policy's verdict beside the what-if one
+        frozen = result.frozen.select(
+            *ATTEMPT,
+            pl.col("verdict").alias("frozen_verdict"),
+            pl.col("reason").alias("frozen_reason"),
+        )
+        rows = rows.join(frozen, on=ATTEMPT, how="left")
     return (
-        result.assessments.join(comps, on=ATTEMPT, how="left")
+        rows.join(comps, on=ATTEMPT, how="left")
         .join(outs, on=ATTEMPT, how="left")
         .with_columns(
             pl.col("comparisons").fill_null([]),
