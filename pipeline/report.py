@@ -252,7 +252,7 @@ def cell(value: object, column: str) -> str:
     """One table cell: badges for closed vocabularies, fixed decimals for numbers."""
     if value is None:
         return '<td class="null">—</td>'
-    if column in ("verdict", "median_verdict", "paired_verdict"):
+    if column in ("verdict", "median_verdict", "paired_verdict", "frozen_verdict"):
         return f"<td>{verdict_badge(str(value))}</td>"
     if column == "explanation":
         return f"<td>{explanation_badge(str(value))}</td>"
@@ -266,6 +266,8 @@ def cell(value: object, column: str) -> str:
         return f'<td class="num">{fmt_number(value)}</td>'
     if isinstance(value, int):
         return f'<td class="num">{value}</td>'
+    if column == "message":
+        return f'<td class="text">{esc(value)}</td>'
     mono = ' class="mono"' if column.endswith("sha256") or column in ("expected", "actual") else ""
     return f"<td{mono}>{esc(value)}</td>"
 
@@ -719,7 +721,7 @@ def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) ->
     fig.update_layout(
         **_base_layout(
             height=_forest_height(rows.height),
-            margin={"l": 10, "r": 190, "t": 10, "b": 70},
+            margin={"l": 10, "r": 215, "t": 10, "b": 70},
             showlegend=True,
             hovermode="closest",
             legend={
@@ -851,10 +853,10 @@ def summary_html(data: CampaignData) -> str:
     elif data.assessments.is_empty():
         status = badge("no attempts", "#6e7781")
     else:
-        counts = data.assessments["verdict"].value_counts()
         status = " ".join(
-            verdict_badge(v) + f" × {n}"
-            for v, n in zip(counts["verdict"], counts["count"], strict=True)
+            f"{verdict_badge(v)}&nbsp;×&nbsp;{n}"
+            for v in VERDICT_COLOURS
+            if (n := int((data.assessments["verdict"] == v).sum()))
         )
     cards = [
         _kv(
@@ -935,16 +937,57 @@ def timeline_html(data: CampaignData) -> str:
     )
 
 
+# The verdict table shows the columns of `assess`'s table output; every column is one click away.
+SUMMARY_COLUMNS = (
+    "round",
+    "attempt_id",
+    "candidate",
+    "n_pairs",
+    "improvement_pct",
+    "paired",
+    "share_speedup",
+    "explanation",
+    "verdict",
+    "reason",
+    "eligible",
+    "best",
+)
+SUMMARY_HEADERS = {
+    "attempt_id": "attempt",
+    "n_pairs": "pairs",
+    "improvement_pct": "median %",
+    "paired": "paired [low, high]",
+    "share_speedup": "share",
+}
+
+
+def paired_text(estimate: float | None, low: float | None, high: float | None) -> str | None:
+    if estimate is None:
+        return None
+    interval = f" [{fmt_number(low)}, {fmt_number(high)}]" if low is not None else ""
+    return fmt_number(estimate) + interval
+
+
 def verdicts_html(data: CampaignData) -> str:
+    a = data.assessments
+    paired = [
+        paired_text(*r)
+        for r in a.select("paired_estimate", "paired_low", "paired_high").iter_rows()
+    ]
+    summary = a.with_columns(pl.Series("paired", paired, dtype=pl.String))
+
+    def best(row: Mapping[str, Any]) -> str:
+        return "best" if row["best"] else ""
+
     return (
         '<section id="verdicts"><h2>Verdicts</h2>'
         f'<p class="note">Decision <b>{esc(data.campaign["decision"])}</b>, require_explanation '
         f"<b>{esc(str(data.campaign['require_explanation']).lower())}</b>: the campaign's frozen "
         "policy. The best attempt's row is highlighted.</p>"
-        + html_table(
-            data.assessments, VERDICT_COLUMNS, row_class=lambda r: "best" if r["best"] else ""
-        )
-        + "</section>"
+        + html_table(summary, SUMMARY_COLUMNS, headers=SUMMARY_HEADERS, row_class=best)
+        + '<details id="all-columns"><summary>every column of the assessments table</summary>'
+        + html_table(a, VERDICT_COLUMNS, row_class=best)
+        + "</details></section>"
     )
 
 
@@ -1019,30 +1062,10 @@ def _legend_html() -> str:
     return f'<div class="legend">expectation outcomes: {swatches}</div>'
 
 
-def attempt_html(data: CampaignData, row: Mapping[str, Any], info: Mapping[str, Any]) -> str:
-    """One attempt: verdict line, hypothesis, forest plot, expectations and unverifiable list."""
-    aid = row["attempt_id"]
-    comparisons = data.comparisons.filter(pl.col("attempt_id") == aid)
-    outcomes = data.outcomes.filter(pl.col("attempt_id") == aid).sort("position")
-    rows = forest_rows(comparisons, outcomes)
-    gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
-    plot = (
-        figure_block(
-            forest_figure(
-                rows, gate=gate, higher_is_better=data.campaign["metric_better"] == "higher"
-            ),
-            f"plot-attempt-{aid}",
-            _forest_height(rows.height),
-        )
-        if rows.height
-        else '<p class="note">No comparison: the attempt has no paired runs.</p>'
-    )
-    expectations = (
-        html_table(
-            outcomes, ("target", "name", "expect", "outcome", "reason", "evidence", "direction")
-        )
-        if outcomes.height
-        else '<p class="note">no expectations declared.</p>'
+def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str | None) -> str:
+    """Title, badges (verdict, explanation, best, what-if verdict) and the attempt's numbers."""
+    what_if_badge = (
+        badge(f"what-if {what_if}", VERDICT_COLOURS.get(what_if), outline=True) if what_if else ""
     )
     counts = (
         f"{row['n_pairs']} pairs · ok runs {row['n_baseline_ok']} baseline / "
@@ -1050,23 +1073,54 @@ def attempt_html(data: CampaignData, row: Mapping[str, Any], info: Mapping[str, 
         f"{row['n_unpaired_candidate']} · failed {row['n_failed']}"
     )
     return (
-        f'<article id="attempt-{esc(aid)}"><div class="attempt-head">'
-        f"<h3>Round {row['round']} · {esc(aid)}</h3>"
+        f'<div class="attempt-head"><h3>Round {row["round"]} · {esc(row["attempt_id"])}</h3>'
         f"{verdict_badge(row['verdict'])} {explanation_badge(row['explanation'])}"
         + (badge("best", "#d4a72c") if row["best"] else "")
+        + what_if_badge
         + f"<span class='meta'>candidate <b>{esc(row['candidate'])}</b> vs baseline "
         f"<b>{esc(info.get('baseline'))}</b> · status {esc(row['status'])}</span></div>"
         f'<p class="note">{esc(counts)} · verdict reason: {esc(row["reason"] or "—")} · '
         f"median {fmt_pct(row['improvement_pct'])} · paired "
         f"{fmt_number(row['paired_estimate'])} [{fmt_number(row['paired_low'])}, "
         f"{fmt_number(row['paired_high'])}]</p>"
+    )
+
+
+def _expectations_html(outcomes: pl.DataFrame) -> str:
+    if outcomes.is_empty():
+        return '<p class="note">no expectations declared.</p>'
+    return html_table(
+        outcomes.with_columns(pl.format("{} {}", "target", "name").alias("expectation")),
+        ("expectation", "expect", "outcome", "reason", "evidence", "direction"),
+    )
+
+
+def attempt_html(
+    data: CampaignData, row: Mapping[str, Any], info: Mapping[str, Any], what_if: str | None
+) -> str:
+    """One attempt: verdict line, hypothesis, forest plot, expectations and unverifiable list."""
+    aid = row["attempt_id"]
+    outcomes = data.outcomes.filter(pl.col("attempt_id") == aid).sort("position")
+    rows = forest_rows(data.comparisons.filter(pl.col("attempt_id") == aid), outcomes)
+    gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
+    higher = data.campaign["metric_better"] == "higher"
+    plot = (
+        figure_block(
+            forest_figure(rows, gate=gate, higher_is_better=higher),
+            f"plot-attempt-{aid}",
+            _forest_height(rows.height),
+        )
+        if rows.height
+        else '<p class="note">No comparison: the attempt has no paired runs.</p>'
+    )
+    return (
+        f'<article id="attempt-{esc(aid)}">'
+        + _attempt_head(row, info, what_if)
         + _hypothesis_html(info.get("hypothesis"))
-        + '<div class="split"><div class="plot">'
-        + plot
-        + "</div>"
+        + f'<div class="split"><div class="plot">{plot}</div>'
         + '<div class="side"><h4>Expectations</h4>'
         + _legend_html()
-        + expectations
+        + _expectations_html(outcomes)
         + "<h4>Unverifiable quantities</h4>"
         + _unverifiable_html(rows)
         + "</div></div></article>"
@@ -1098,8 +1152,13 @@ def attempts_html(data: CampaignData) -> str:
     infos = {r["attempt_id"]: r for r in data.attempts.iter_rows(named=True)}
     if data.blocked:
         return "".join(blocked_attempt_html(i, data.expectations) for i in infos.values())
+    what_if: dict[str, str] = (
+        dict(data.what_if.select("attempt_id", "verdict").iter_rows())
+        if data.what_if is not None
+        else {}
+    )
     return "".join(
-        attempt_html(data, row, infos.get(row["attempt_id"], {}))
+        attempt_html(data, row, infos.get(row["attempt_id"], {}), what_if.get(row["attempt_id"]))
         for row in data.assessments.iter_rows(named=True)
     )
 

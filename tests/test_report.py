@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 import sys
 import types
 from datetime import UTC, datetime
@@ -16,9 +17,13 @@ import plotly.offline
 import polars as pl
 import pytest
 
+from pipeline.assess import assess
 from pipeline.cli import main
 from pipeline.contracts import table
+from pipeline.errors import ExitCode
+from pipeline.ingest import ingest
 from pipeline.report import (
+    IndexResult,
     load_campaign,
     render_campaign,
     script_json,
@@ -26,6 +31,7 @@ from pipeline.report import (
     write_report,
 )
 from pipeline.store import Store
+from pipeline.stored import write_attempt
 
 XSS_HYPOTHESIS = 'Fusing saves launches <script>alert(1)</script> & "quotes" <b>bold</b>'
 XSS_REGION = "<img src=x onerror=alert(2)>"
@@ -297,7 +303,8 @@ def test_every_expectation_outcome_is_shown_in_its_attempt(good_html: str) -> No
     for o in OUTCOMES:
         section = article(good_html, o["attempt_id"])
         assert re.search(
-            rf"<td>{o['name']}</td><td>{o['expect']}</td><td><span [^>]*>{o['outcome']}</span>",
+            rf"<td>{o['target']} {o['name']}</td><td>{o['expect']}</td><td><span [^>]*>"
+            rf"{o['outcome']}</span>",
             section,
         ), o
 
@@ -370,18 +377,25 @@ def test_timeline_has_gate_band_best_and_every_round(good_html: str) -> None:
     assert best and best[0]["x"] == ["r1 · r001"]
 
 
-def test_verdict_table_has_the_assessments_columns(good_html: str) -> None:
+def test_verdict_table_has_the_columns_of_assess_and_every_column_on_demand(
+    good_html: str,
+) -> None:
     section = good_html[good_html.index('<section id="verdicts">') :]
     section = section[: section.index("</section>")]
-    header = re.findall(r"<th>([^<]+)</th>", section)
-    expected = [
+    compact, full = section.split('<details id="all-columns">')
+    assert re.findall(r"<th>([^<]+)</th>", compact) == [
+        "round", "attempt", "candidate", "pairs", "median %", "paired [low, high]", "share",
+        "explanation", "verdict", "reason", "eligible", "best",
+    ]  # fmt: skip
+    assert "<td>1.0310 [1.0180, 1.0440]</td>" in compact and "+2.90%" in compact
+    assert re.findall(r"<th>([^<]+)</th>", full) == [
         c
         for c in table("assessments").names
         if c not in ("campaign_id", "inputs_sha256", "campaign_sha256")
     ]
-    assert header == expected
-    assert section.count("<tr") == 1 + 3
-    assert '<tr class="best">' in section
+    for part in (compact, full):
+        assert part.count("<tr") == 1 + 3
+        assert part.count('<tr class="best">') == 1
 
 
 def test_header_shows_metric_policy_and_digest(good_html: str) -> None:
@@ -583,3 +597,105 @@ def test_cli_needs_exactly_one_of_id_or_all(
 ) -> None:
     code, _, err = run_cli(["report", *args, "--store", str(store.root)], capsys)
     assert (code, err) == (2, "error: give either a CAMPAIGN_ID or --all\n")
+
+
+# -- the example data, through the real ingest and assess --------------------------------------
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "attempts"
+MARKUP_CAMPAIGN = "llama-decode-2026-11"
+
+
+def build_example_site(root: Path) -> tuple[Store, IndexResult]:
+    """The example attempts plus one whose hypothesis is markup, ingested, assessed, reported."""
+    shutil.copytree(EXAMPLES, root / "attempts")
+    campaign_dir = root / "attempts" / MARKUP_CAMPAIGN
+    source = campaign_dir / "r001"
+    attempt = json.loads((source / "attempt.json").read_text(encoding="utf-8"))
+    for key in ("schema", "mechanism_sha256"):
+        attempt.pop(key)
+    attempt.update(attempt_id="r099", round=99, candidate="<b>markup</b>")
+    runs = [json.loads(line) for line in (source / "measurements.jsonl").read_text().splitlines()]
+    mechanism = json.loads((source / "mechanism.json").read_text(encoding="utf-8"))
+    mechanism.pop("schema")
+    write_attempt(
+        campaign_dir, attempt, runs, mechanism={**mechanism, "hypothesis": XSS_HYPOTHESIS}
+    )
+    store = Store(root / "store")
+    ingested = ingest(root / "attempts", store)
+    assert ingested.exit_code == ExitCode.OK, [str(i) for i in ingested.issues]
+    assert assess(store).exit_code == ExitCode.OK
+    return store, write_all(store, root / "site")
+
+
+@pytest.fixture(scope="module")
+def example_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, IndexResult]:
+    return build_example_site(tmp_path_factory.mktemp("examples"))
+
+
+def test_example_report_shows_every_attempt_outcome_and_hypothesis(
+    example_site: tuple[Store, IndexResult],
+) -> None:
+    store, site = example_site
+    assert [p.name for p in site.pages] == [
+        f"campaign-{c}.html" for c in store.campaign_ids("campaigns")
+    ]
+    for cid in store.campaign_ids("campaigns"):
+        page = (site.index.parent / f"campaign-{cid}.html").read_text(encoding="utf-8")
+        attempts = store.read("attempts", [cid])
+        expectations = store.read("expectations", [cid])
+        outcomes = store.read("outcomes", [cid])
+        assert outcomes.height == expectations.height > 0  # every declared expectation judged
+        for row in attempts.iter_rows(named=True):
+            section = article(page, row["attempt_id"])
+            hypothesis = row["hypothesis"]
+            if hypothesis is not None:
+                assert (
+                    f'<blockquote class="hypothesis">{html.escape(hypothesis)}</blockquote>'
+                    in section
+                )
+            marks = outcomes.filter(pl.col("attempt_id") == row["attempt_id"])
+            for o in marks.iter_rows(named=True):
+                assert re.search(
+                    rf"<td>{o['target']} {o['name']}</td><td>{o['expect']}</td><td><span [^>]*>"
+                    rf"{o['outcome']}</span>",
+                    section,
+                ), o
+        assert len(figures(page)) == 1 + attempts.height  # the timeline and one forest each
+    markup = (site.index.parent / f"campaign-{MARKUP_CAMPAIGN}.html").read_text(encoding="utf-8")
+    assert "<script>alert(1)" not in markup and "<b>markup</b>" not in markup
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
+
+
+def test_example_unverifiable_quantities_are_listed(
+    example_site: tuple[Store, IndexResult],
+) -> None:
+    store, site = example_site
+    unverifiable = store.read("comparisons").filter(pl.col("status") == "unverifiable")
+    assert unverifiable.height > 0  # the example has some (a failed attempt: too few pairs)
+    for row in unverifiable.iter_rows(named=True):
+        page = (site.index.parent / f"campaign-{row['campaign_id']}.html").read_text()
+        side = article(page, row["attempt_id"]).split("Unverifiable quantities")[1]
+        name = html.escape(row["name"])
+        label = {
+            "metric": f"metric {name}",
+            "share_speedup": "share speedup",
+            "region": f"region {name}",
+            "region_normalized": f"region {name} / ref",
+            "counter": f"counter {name}",
+        }[row["quantity"]]
+        assert f"<li><b>{label}</b> — {row['reason']} " in side, row
+
+
+def test_example_what_if_matches_assess(
+    example_site: tuple[Store, IndexResult], tmp_path: Path
+) -> None:
+    store, _ = example_site
+    what_if = {"decision": "paired", "require_explanation": "true"}
+    page = write_report(store, MARKUP_CAMPAIGN, tmp_path / "w.html", what_if=what_if)
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index('<section id="what-if">') :]
+    section = section[: section.index("</section>")]
+    expected = assess(store, [MARKUP_CAMPAIGN], what_if=what_if, write=False).assessments
+    for aid, verdict in expected.select("attempt_id", "verdict").iter_rows():
+        row = re.search(rf"<tr[^>]*><td>{aid}</td>.*?</tr>", section)
+        assert row and re.findall(r">(PASS|FAIL|INCONCLUSIVE)</span>", row.group(0))[-1] == verdict
+    assert "What-if: decision=paired, require_explanation=true." in section

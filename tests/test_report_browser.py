@@ -17,7 +17,7 @@ import struct
 import subprocess
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -327,10 +327,25 @@ def problems(events: list[dict[str, Any]], page: Path) -> list[str]:
     return found
 
 
-def test_report_renders_offline_without_errors(browser: DevTools, tmp_path: Path) -> None:
+def synthetic_page(root: Path) -> Path:
     from test_report import GOOD, build_store
 
-    page = write_report(build_store(tmp_path / "store"), GOOD, tmp_path / "report.html")
+    return write_report(build_store(root / "store"), GOOD, root / "report.html")
+
+
+def example_page(root: Path) -> Path:
+    """The example data through ingest and assess (what `make demo` reports), one page of it."""
+    from test_report import MARKUP_CAMPAIGN, build_example_site
+
+    _, site = build_example_site(root)
+    return site.index.parent / f"campaign-{MARKUP_CAMPAIGN}.html"
+
+
+@pytest.mark.parametrize("build", [synthetic_page, example_page], ids=["synthetic", "example"])
+def test_report_renders_offline_without_errors(
+    browser: DevTools, tmp_path: Path, build: Callable[[Path], Path]
+) -> None:
+    page = build(tmp_path)
     n_figures = page.read_text(encoding="utf-8").count('<script type="application/json" data-plot=')
     session = open_report(browser, page)
     drawn = wait_until_plotted(browser, session, n_figures)
@@ -341,8 +356,8 @@ def test_report_renders_offline_without_errors(browser: DevTools, tmp_path: Path
     title = browser.evaluate(session, "document.title")
     text = browser.evaluate(session, "document.body.innerText")
     assert problems(browser.events, page) == []
-    assert drawn == n_figures == 3
-    assert title == f"{GOOD} · explain-pipeline report"
+    assert drawn == n_figures >= 3
+    assert title.endswith(" · explain-pipeline report")
     assert "<script>alert(1)</script>" in text  # the hypothesis, shown as text
     colours, inked = colour_census(base64.b64decode(small["data"]))
     assert colours >= 16 and inked > 0.05, (colours, inked)
