@@ -15,6 +15,7 @@ $(BIN)/explain-pipeline: pyproject.toml
 demo: $(BIN)/explain-pipeline
 	rm -rf $(STORE)
 	$(BIN)/explain-pipeline ingest data/attempts --store $(STORE)
+	$(BIN)/explain-pipeline assess --all --store $(STORE)
 
 test: $(BIN)/explain-pipeline
 	$(BIN)/ruff check pipeline tests benchmarks data
