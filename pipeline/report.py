@@ -168,47 +168,57 @@ def stale_attempts(
     )
 
 
+OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
+
+
 def load_campaign(
     store: Store, campaign_id: str, *, what_if: Mapping[str, str] | None = None
 ) -> CampaignData:
-    """Read one campaign's report data; what-if verdicts are computed, never stored."""
+    """Read one campaign's report data; what-if verdicts are computed, never stored.
+
+    A blocked campaign's outputs are not read at all (assess deletes them; any left over from
+    before the block would be stale verdicts). A campaign with attempts and no stored assessment
+    raises NotAssessedError."""
     known_campaign(store, campaign_id)
-
-    def read(table_name: str) -> pl.DataFrame:
-        return store.read(table_name, [campaign_id])
-
-    campaign = read("campaigns").row(0, named=True)
-    attempts, integrity, assessments = read("attempts"), read("integrity"), read("assessments")
-    if integrity.is_empty() and assessments.is_empty() and not attempts.is_empty():
+    campaign = store.read("campaigns", [campaign_id]).row(0, named=True)
+    attempts, integrity = (
+        store.read("attempts", [campaign_id]),
+        store.read("integrity", [campaign_id]),
+    )
+    blocked = integrity.height > 0
+    out = {
+        name: table(name).empty() if blocked else store.read(name, [campaign_id])
+        for name in OUTPUT_TABLES
+    }
+    if not blocked and out["assessments"].is_empty() and attempts.height:
         raise NotAssessedError(
             f"campaign {campaign_id!r} has not been assessed: "
             f"run `explain-pipeline assess {campaign_id}` first"
         )
-    blocked = not integrity.is_empty()
-    outputs = {
-        name: read(name).clear() if blocked else read(name)
-        for name in ("assessments", "comparisons", "outcomes")
-    }
-    what_if_frame = None
-    if what_if and not blocked:
-        from pipeline.assess import assess  # the engine: imported only when what-if is asked
-
-        what_if_frame = assess(store, [campaign_id], what_if=what_if, write=False).assessments
     return CampaignData(
         campaign_id=campaign_id,
         campaign=campaign,
         attempts=attempts.sort("round", "attempt_id"),
-        expectations=read("expectations"),
+        expectations=store.read("expectations", [campaign_id]),
         integrity=integrity.sort(pl.col("attempt_id").fill_null(""), "code"),
-        assessments=outputs["assessments"].sort("round", "attempt_id"),
-        comparisons=outputs["comparisons"],
-        outcomes=outputs["outcomes"],
-        stale=stale_attempts(attempts, assessments, campaign)
-        if not blocked
-        else pl.DataFrame(schema={"attempt_id": pl.String, "problem": pl.String}),
-        what_if=what_if_frame,
+        assessments=out["assessments"].sort("round", "attempt_id"),
+        comparisons=out["comparisons"],
+        outcomes=out["outcomes"],
+        stale=stale_attempts(
+            attempts.clear() if blocked else attempts, out["assessments"], campaign
+        ),
+        what_if=None
+        if blocked or not what_if
+        else what_if_assessments(store, campaign_id, what_if),
         what_if_overrides=dict(what_if) if what_if else None,
     )
+
+
+def what_if_assessments(store: Store, campaign_id: str, what_if: Mapping[str, str]) -> pl.DataFrame:
+    """Verdicts under the overridden policy, computed by the assess engine and never stored."""
+    from pipeline.assess import assess  # imported here: a plain report needs no engine
+
+    return assess(store, [campaign_id], what_if=what_if, write=False).assessments
 
 
 # -- small formatting helpers ----------------------------------------------------------------------
@@ -619,6 +629,19 @@ def forest_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFra
     ).sort("family", "name", "quantity")
 
 
+def _reading(quantity: str, estimate: float, higher_is_better: bool) -> str:
+    """The ratio in words: what the candidate's value is relative to the baseline's."""
+    if math.isinf(estimate):
+        return "the candidate's value is 0 (vanished)"
+    if estimate <= 0:  # exp() underflow: nothing sensible to say
+        return ""
+    if quantity == "share_speedup":
+        return f"speedup of the whole breakdown estimated ×{estimate:.4f} (if the reference held)"
+    if quantity == "metric" and higher_is_better:
+        return f"candidate {(estimate - 1) * 100:+.2f}% vs baseline (higher is better)"
+    return f"candidate {(1 / estimate - 1) * 100:+.2f}% vs baseline"
+
+
 def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
     est, low, high = row["estimate"], row["low"], row["high"]
     lines = [f"<b>{esc(row['label'])}</b>"]
@@ -627,11 +650,7 @@ def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
     else:
         interval = f"[{fmt_number(low)}, {fmt_number(high)}]" if low is not None else "no interval"
         lines.append(f"ratio {fmt_number(est)} {interval}")
-        if math.isfinite(est) and est > 0:
-            change = (
-                (est - 1.0) if row["quantity"] == "metric" and higher_is_better else 1 / est - 1
-            )
-            lines.append(f"candidate {change * 100:+.2f}% vs baseline")
+        lines.append(_reading(row["quantity"], est, higher_is_better))
     lines.append(
         f"n = {row['n_pairs'] if row['n_pairs'] is not None else 0} pairs · "
         f"direction {esc(row['direction'] or 'n/a')} · {esc(row['status'])}"
@@ -1209,7 +1228,6 @@ def render_campaign(data: CampaignData, *, index_href: str | None = None) -> str
 class IndexEntry:
     campaign_id: str
     href: str | None  # None: no page written (never assessed)
-    status: str  # "assessed" | "blocked" | "not assessed"
     data: CampaignData | None
 
 
@@ -1310,10 +1328,10 @@ def write_all(
         try:
             data = load_campaign(store, cid, what_if=what_if)
         except NotAssessedError:
-            entries.append(IndexEntry(cid, None, "not assessed", None))
+            entries.append(IndexEntry(cid, None, None))
             continue
         href = campaign_file_name(cid)
         pages.append(_write(out_dir / href, render_campaign(data, index_href="index.html")))
-        entries.append(IndexEntry(cid, href, "blocked" if data.blocked else "assessed", data))
+        entries.append(IndexEntry(cid, href, data))
     index = _write(out_dir / "index.html", render_index(entries))
     return IndexResult(index, pages, [e.campaign_id for e in entries if e.data is None])

@@ -475,6 +475,7 @@ def test_blocked_campaign_shows_integrity_errors_and_no_verdicts(store: Store) -
     for verdict_word in ("PASS", "FAIL", "INCONCLUSIVE", "explained", "confirmed"):
         assert verdict_word not in page, verdict_word
     assert 'id="verdicts"' not in page and FIGURE_BLOCK.findall(page) == []
+    assert "out of date" not in page  # no verdicts, so none is stale either
     assert '<article id="attempt-r001">' in page  # the attempt and its declaration stay visible
     assert "&lt;script&gt;alert(1)" in page
 
@@ -699,3 +700,11 @@ def test_example_what_if_matches_assess(
         row = re.search(rf"<tr[^>]*><td>{aid}</td>.*?</tr>", section)
         assert row and re.findall(r">(PASS|FAIL|INCONCLUSIVE)</span>", row.group(0))[-1] == verdict
     assert "What-if: decision=paired, require_explanation=true." in section
+
+
+def test_cli_bad_what_if_is_a_usage_error_even_for_a_blocked_campaign(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["report", BLOCKED, "--store", str(store.root), "--what-if", "decision=sometimes"]
+    code, _, err = run_cli(args, capsys)
+    assert (code, err) == (2, "error: --what-if decision=sometimes: expected median or paired\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.assess import parse_what_if
+from pipeline.assess import overrides, parse_what_if
 from pipeline.cli.common import store_option
 from pipeline.errors import ExitCode, UsageError
 from pipeline.report import default_output, write_all, write_report
@@ -55,12 +55,13 @@ def report(
     if all_campaigns == (campaign_id is not None):
         raise UsageError("give either a CAMPAIGN_ID or --all")
     store = Store.open(store_path)
-    overrides = parse_what_if(what_if) or None
+    changes = parse_what_if(what_if) or None
+    overrides(changes or {})  # a bad key or value is a usage error, also for a blocked campaign
     out = Path(output) if output else default_output(campaign_id)
     if campaign_id is not None:
-        click.echo(write_report(store, campaign_id, out, what_if=overrides))
+        click.echo(write_report(store, campaign_id, out, what_if=changes))
         return ExitCode.OK
-    result = write_all(store, out, what_if=overrides)
+    result = write_all(store, out, what_if=changes)
     for cid in result.not_assessed:
         click.echo(
             f"warning: {cid}: not assessed, no page (run `explain-pipeline assess {cid}`)", err=True
