@@ -708,3 +708,26 @@ def test_cli_bad_what_if_is_a_usage_error_even_for_a_blocked_campaign(
     args = ["report", BLOCKED, "--store", str(store.root), "--what-if", "decision=sometimes"]
     code, _, err = run_cli(args, capsys)
     assert (code, err) == (2, "error: --what-if decision=sometimes: expected median or paired\n")
+
+
+def test_example_campaign_blocked_by_an_edited_mechanism(tmp_path: Path) -> None:
+    """Through the real ingest and assess: a mechanism.json edited after its digest was recorded
+    blocks the campaign; its report lists the error and issues no verdict."""
+    shutil.copytree(EXAMPLES / "bert-serving-throughput", tmp_path / "attempts" / "bert")
+    campaign = json.loads((tmp_path / "attempts/bert/campaign.json").read_text(encoding="utf-8"))
+    campaign["campaign_id"] = "bert"
+    (tmp_path / "attempts/bert/campaign.json").write_text(json.dumps(campaign), encoding="utf-8")
+    mechanism = tmp_path / "attempts/bert/b001/mechanism.json"
+    mechanism.write_bytes(mechanism.read_bytes().replace(b'"hypothesis": "', b'"hypothesis": "X'))
+    store = Store(tmp_path / "store")
+    ingest(tmp_path / "attempts", store)
+    assert assess(store).exit_code == ExitCode.INTEGRITY
+    errors = store.read("integrity", ["bert"])
+    assert errors["code"].to_list() == ["mechanism_digest_mismatch"]
+    page = write_report(store, "bert", tmp_path / "bert.html").read_text(encoding="utf-8")
+    assert "This campaign is blocked" in page
+    assert "<td>mechanism_digest_mismatch</td>" in page
+    assert html.escape(errors["message"][0]) in page
+    assert not re.search(r"PASS|FAIL|INCONCLUSIVE", page) and FIGURE_BLOCK.findall(page) == []
+    index = write_all(store, tmp_path / "site").index.read_text(encoding="utf-8")
+    assert "blocked (1)" in index
