@@ -348,6 +348,10 @@ def test_report_renders_offline_without_errors(
     page = build(tmp_path)
     n_figures = page.read_text(encoding="utf-8").count('<script type="application/json" data-plot=')
     session = open_report(browser, page)
+    # figures are drawn as they near the viewport: make the viewport the whole page
+    height = int(browser.evaluate(session, "document.documentElement.scrollHeight"))
+    browser.call("Emulation.setDeviceMetricsOverride", session, deviceScaleFactor=1,
+                 mobile=False, width=VIEWPORT["width"], height=height)  # fmt: skip
     drawn = wait_until_plotted(browser, session, n_figures)
     full = browser.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
     (tmp_path / "shot.png").write_bytes(base64.b64decode(full["data"]))  # for a human to look at
