@@ -98,6 +98,12 @@ PLOT_CONFIG: dict[str, Any] = {
 _FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 
+Figure = dict[str, Any]
+"""A plotly figure as plain data (`data`, `layout`). The per-attempt forest plots are built this
+way rather than through plotly.graph_objects, whose validation costs ~45 ms a figure (minutes for
+a simulated campaign of thousands of attempts); a test validates them with plotly's schema."""
+
+
 class NotAssessedError(UsageError):
     """The campaign has attempts but no stored assessment: ``assess`` must run first."""
 
@@ -313,12 +319,15 @@ def script_json(value: object) -> str:
     )
 
 
-def figure_block(figure: go.Figure, element_id: str, height: int) -> str:
+def figure_block(figure: go.Figure | Figure, element_id: str, height: int) -> str:
     """A plot placeholder and its figure as an inert JSON data block (rendered by the page)."""
+    text = (
+        figure.to_json() if isinstance(figure, go.Figure) else json.dumps(figure, allow_nan=False)
+    )
     return (
         f'<div class="plot-box" id="{esc(element_id)}" style="height:{height}px"></div>'
         f'<script type="application/json" data-plot="{esc(element_id)}">'
-        f"{script_json(figure.to_json())}</script>"
+        f"{script_json(text)}</script>"
     )
 
 
@@ -344,7 +353,6 @@ def log_range(values: Iterable[float | None], *, include: Sequence[float] = (1.0
 
 def _base_layout(**extra: Any) -> dict[str, Any]:
     return {
-        "template": "none",
         "font": {"family": _FONT, "size": 12, "color": "#1f2328"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
@@ -466,12 +474,13 @@ def timeline_figure(data: CampaignData) -> go.Figure:
     _timeline_best(fig, frame, top)
     _explanation_legend(fig, frame)
     fig.update_layout(
+        template="none",
         **_base_layout(
             margin={"l": 64, "r": 24, "t": 36, "b": 40},
             hovermode="closest",
             bargap=0.45,
             legend={"orientation": "h", "y": -0.1, "x": 0, "groupclick": "toggleitem"},
-        )
+        ),
     )
     fig.update_yaxes(
         type="log",
@@ -662,159 +671,116 @@ def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
     return "<br>".join(lines)
 
 
-def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> go.Figure:
+_DIRECTION_NAMES = {
+    "down": "ratio > 1 (candidate smaller / better)",
+    "up": "ratio < 1",
+    "none": "interval spans 1",
+    "unverifiable": "unverifiable (no interval)",
+}
+
+
+def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> Figure:
+    """Every comparison of one attempt on a log ratio axis, with its expectation outcomes."""
     labels = [esc(v) for v in rows["label"]]
     xrange = log_range([*rows["estimate"], *rows["low"], *rows["high"]], include=(1.0, gate))
     edge = 10 ** xrange[1]
-    fig = go.Figure()
-    fig.add_vline(x=1.0, line={"color": "#57606a", "width": 1.2})
-    metric_rows = [i for i, q in enumerate(rows["quantity"]) if q == "metric"]
-    for i in metric_rows:  # the gate, where it applies: the metric
-        fig.add_shape(
-            type="rect",
-            x0=1.0,
-            x1=gate,
-            y0=i - 0.42,
-            y1=i + 0.42,
-            xref="x",
-            yref="y",
-            fillcolor="#d4a72c",
-            opacity=0.25,
-            line_width=0,
-            layer="below",
-        )
-    shown = rows.with_columns(pl.Series("y", labels))
+    hover = [_forest_hover(r, higher_is_better) for r in rows.iter_rows(named=True)]
+    shown = rows.with_columns(pl.Series("y", labels), pl.Series("hover", hover, dtype=pl.String))
+    height = _forest_height(rows.height)
+    one = {"type": "line", "xref": "x", "yref": "paper", "x0": 1.0, "x1": 1.0, "y0": 0, "y1": 1,
+           "line": {"color": "#57606a", "width": 1.2}}  # fmt: skip
+    gates = [  # the gate, where it applies: the metric's row
+        {"type": "rect", "xref": "x", "yref": "y", "x0": 1.0, "x1": gate, "y0": i - 0.42,
+         "y1": i + 0.42, "fillcolor": "#d4a72c", "opacity": 0.25, "line": {"width": 0},
+         "layer": "below"}
+        for i, q in enumerate(rows["quantity"]) if q == "metric"
+    ]  # fmt: skip
+    layout = _base_layout(
+        height=height,
+        margin={"l": 10, "r": 215, "t": 10, "b": 70},
+        showlegend=True,
+        hovermode="closest",
+        legend={"orientation": "h", "y": -70 / height, "x": 0, "yanchor": "top",
+                "font": {"size": 11}},
+        shapes=[one, *gates],
+        annotations=_outcome_annotations(shown),
+        xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
+               "title": {"text": "ratio baseline / candidate (metric: > 1 = better), log scale",
+                         "font": {"size": 11, "color": "#59636e"}}},
+        yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
+               "autorange": "reversed", "automargin": True, "gridcolor": "#f3f5f7"},
+    )  # fmt: skip
+    traces = [
+        *_forest_points(shown, edge),
+        *_forest_no_estimate(shown),
+        *_forest_infinite(shown, edge),
+    ]
+    return {"data": traces, "layout": layout}
+
+
+def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
+    """Estimates and interval segments, one pair of traces per direction class."""
+    traces: list[dict[str, Any]] = []
+    unverifiable = pl.col("status") == "unverifiable"
     for dclass, colour in DIRECTION_COLOURS.items():
-        is_unverifiable = pl.col("status") == "unverifiable"
         cond = (
-            is_unverifiable
+            unverifiable
             if dclass == "unverifiable"
-            else (~is_unverifiable & (pl.col("dclass") == dclass))
+            else ~unverifiable & (pl.col("dclass") == dclass)
         )
         part = shown.filter(cond & pl.col("estimate").is_not_null())
         if part.is_empty():
             continue
-        segments_x: list[float | None] = []
-        segments_y: list[str | None] = []
-        for low, high, y in zip(part["low"], part["high"], part["y"], strict=True):
-            if low is not None and high is not None:
-                segments_x += [low, min(high, edge), None]
-                segments_y += [y, y, None]
-        name = {
-            "down": "ratio > 1 (candidate smaller / better)",
-            "up": "ratio < 1",
-            "none": "interval spans 1",
-            "unverifiable": "unverifiable (no interval)",
-        }[dclass]
-        if segments_x:
-            fig.add_trace(
-                go.Scatter(
-                    x=segments_x,
-                    y=segments_y,
-                    mode="lines",
-                    showlegend=False,
-                    line={"color": colour, "width": 2.5},
-                    hoverinfo="skip",
-                    legendgroup=dclass,
-                )
-            )
-        fig.add_trace(
-            go.Scatter(
-                x=[min(v, edge) for v in part["estimate"]],
-                y=part["y"].to_list(),
-                mode="markers",
-                name=name,
-                legendgroup=dclass,
-                marker={
-                    "color": "#ffffff" if dclass == "unverifiable" else colour,
-                    "size": 9,
-                    "symbol": "diamond" if dclass == "unverifiable" else "circle",
-                    "line": {"color": colour, "width": 2},
-                },
-                hovertext=[_forest_hover(r, higher_is_better) for r in part.iter_rows(named=True)],
-                hoverinfo="text",
-            )
-        )
-    _forest_no_estimate(fig, shown, higher_is_better)
-    _forest_infinite(fig, shown, edge)
-    fig.update_layout(
-        **_base_layout(
-            height=_forest_height(rows.height),
-            margin={"l": 10, "r": 215, "t": 10, "b": 70},
-            showlegend=True,
-            hovermode="closest",
-            legend={
-                "orientation": "h",
-                "y": -70 / _forest_height(rows.height),
-                "x": 0,
-                "yanchor": "top",
-                "font": {"size": 11},
-            },
-            annotations=_outcome_annotations(shown),
-        )
-    )
-    fig.update_xaxes(
-        type="log",
-        range=xrange,
-        gridcolor="#eaeef2",
-        zeroline=False,
-        title={
-            "text": "ratio baseline / candidate (metric: > 1 = better), log scale",
-            "font": {"size": 11, "color": "#59636e"},
-        },
-    )
-    fig.update_yaxes(
-        type="category",
-        categoryorder="array",
-        categoryarray=labels,
-        autorange="reversed",
-        automargin=True,
-        gridcolor="#f3f5f7",
-    )
-    return fig
+        spans = part.filter(pl.col("low").is_not_null() & pl.col("high").is_not_null())
+        if spans.height:  # segments low..high, separated by gaps (None)
+            xs = [
+                v
+                for lo, hi in zip(spans["low"], spans["high"], strict=True)
+                for v in (lo, min(hi, edge), None)
+            ]
+            ys = [v for y in spans["y"] for v in (y, y, None)]
+            traces.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines",
+                           "showlegend": False, "legendgroup": dclass, "hoverinfo": "skip",
+                           "line": {"color": colour, "width": 2.5}})  # fmt: skip
+        hollow = dclass == "unverifiable"
+        traces.append({
+            "type": "scatter", "x": [min(v, edge) for v in part["estimate"]],
+            "y": part["y"].to_list(), "mode": "markers", "name": _DIRECTION_NAMES[dclass],
+            "legendgroup": dclass, "hovertext": part["hover"].to_list(), "hoverinfo": "text",
+            "marker": {"color": "#ffffff" if hollow else colour, "size": 9,
+                       "symbol": "diamond" if hollow else "circle",
+                       "line": {"color": colour, "width": 2}},
+        })  # fmt: skip
+    return traces
 
 
 def _forest_height(n_rows: int) -> int:
     return 110 + 28 * max(n_rows, 2)
 
 
-def _forest_no_estimate(fig: go.Figure, shown: pl.DataFrame, higher_is_better: bool) -> None:
+def _forest_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
     """Rows with no estimate at all: their reason written on the plot at ratio 1."""
     part = shown.filter(pl.col("estimate").is_null())
     if part.is_empty():
-        return
-    fig.add_trace(
-        go.Scatter(
-            x=[1.0] * part.height,
-            y=part["y"].to_list(),
-            mode="text",
-            showlegend=False,
-            text=[f"unverifiable: {esc(r)}" for r in part["reason"]],
-            textposition="middle right",
-            textfont={"color": DIRECTION_COLOURS["unverifiable"], "size": 11},
-            hovertext=[_forest_hover(r, higher_is_better) for r in part.iter_rows(named=True)],
-            hoverinfo="text",
-        )
-    )
+        return []
+    return [{
+        "type": "scatter", "x": [1.0] * part.height, "y": part["y"].to_list(), "mode": "text",
+        "showlegend": False, "text": [f"unverifiable: {esc(r)}" for r in part["reason"]],
+        "textposition": "middle right", "hovertext": part["hover"].to_list(), "hoverinfo": "text",
+        "textfont": {"color": DIRECTION_COLOURS["unverifiable"], "size": 11},
+    }]  # fmt: skip
 
 
-def _forest_infinite(fig: go.Figure, shown: pl.DataFrame, edge: float) -> None:
+def _forest_infinite(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
     """An interval or estimate at +inf (the quantity vanished) runs to the edge, marked ∞."""
     part = shown.filter(pl.col("high").is_infinite() | pl.col("estimate").is_infinite())
     if part.is_empty():
-        return
-    fig.add_trace(
-        go.Scatter(
-            x=[edge] * part.height,
-            y=part["y"].to_list(),
-            mode="text",
-            text=["∞"] * part.height,
-            textposition="middle left",
-            showlegend=False,
-            hoverinfo="skip",
-            textfont={"size": 14, "color": "#1f2328"},
-        )
-    )
+        return []
+    return [{
+        "type": "scatter", "x": [edge] * part.height, "y": part["y"].to_list(), "mode": "text",
+        "text": ["∞"] * part.height, "textposition": "middle left", "showlegend": False,
+        "hoverinfo": "skip", "textfont": {"size": 14, "color": "#1f2328"},
+    }]  # fmt: skip
 
 
 def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:

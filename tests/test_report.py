@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
 import plotly.offline
 import polars as pl
 import pytest
@@ -333,6 +334,13 @@ def test_every_comparison_is_a_row_of_the_forest_plot(good_html: str) -> None:
         for name in names + missing:
             escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             assert any(escaped in r for r in rows), name
+
+
+def test_every_figure_is_valid_for_plotly(good_html: str) -> None:
+    """The forest plots are plain dicts (fast); plotly's own validation accepts each of them."""
+    for pid, fig in figures(good_html).items():
+        go.Figure(fig)  # raises ValueError on any unknown property or bad value
+        assert fig["data"], pid
 
 
 def test_forest_plot_has_a_line_at_one_on_a_log_axis(good_html: str) -> None:
