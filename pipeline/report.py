@@ -95,6 +95,7 @@ PLOT_CONFIG: dict[str, Any] = {
     "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"],
     "toImageButtonOptions": {"format": "svg"},
 }
+NAV_ATTEMPTS = 24  # attempts linked from the sticky navigation bar; more would bury the page
 _FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 
 
@@ -268,6 +269,8 @@ def cell(value: object, column: str) -> str:
     """One table cell: badges for closed vocabularies, fixed decimals for numbers."""
     if value is None:
         return '<td class="null">—</td>'
+    if column == "attempt_id":
+        return f'<td><a href="#attempt-{esc(value)}">{esc(value)}</a></td>'
     if column in ("verdict", "median_verdict", "paired_verdict", "frozen_verdict"):
         return f"<td>{verdict_badge(str(value))}</td>"
     if column == "explanation":
@@ -424,7 +427,7 @@ def timeline_figure(data: CampaignData) -> go.Figure:
                 legendgrouptitle={"text": "final verdict"},
                 marker={
                     "color": colour,
-                    "size": 12,
+                    "size": 12 if frame.height <= 40 else 7,
                     "symbol": part["symbol"].to_list(),
                     "line": {"color": "#ffffff", "width": 1},
                 },
@@ -820,10 +823,12 @@ def nav_html(data: CampaignData) -> str:
         if data.what_if is not None:
             links.append(("what-if", "What-if"))
     items = [f'<a href="#{a}">{esc(t)}</a>' for a, t in links]
-    rows = data.attempts if data.blocked else data.assessments
-    if rows.height:
+    ids = (data.attempts if data.blocked else data.assessments)["attempt_id"]
+    if 0 < ids.len() <= NAV_ATTEMPTS:
         items.append('<span class="sep">|</span>')
-        items += [f'<a href="#attempt-{esc(a)}">{esc(a)}</a>' for a in rows["attempt_id"]]
+        items += [f'<a href="#attempt-{esc(a)}">{esc(a)}</a>' for a in ids]
+    elif ids.len():  # too many for a sticky bar: the tables link every attempt instead
+        items.append(f'<a href="#attempts">Attempts ({ids.len()})</a>')
     return f'<nav class="toc">{"".join(items)}</nav>'
 
 
@@ -895,13 +900,13 @@ def _stale_banner(data: CampaignData) -> str:
 
 
 def integrity_html(data: CampaignData) -> str:
-    frame = data.integrity.with_columns(pl.col("attempt_id").fill_null("(campaign)"))
+    frame = data.integrity.with_columns(pl.col("attempt_id").fill_null("(campaign)").alias("where"))
     return (
         '<section id="integrity"><h2>Integrity errors</h2>'
         '<div class="banner blocked"><b>This campaign is blocked.</b> Its inputs changed or were '
         "declared out of order (SPEC §6), so no verdict is issued for any of its attempts. Fix "
         "the inputs, ingest again and assess.</div>"
-        + html_table(frame, ("attempt_id", "code", "message", "expected", "actual"))
+        + html_table(frame, ("where", "code", "message", "expected", "actual"))
         + "</section>"
     )
 
@@ -1136,16 +1141,20 @@ def blocked_attempt_html(info: Mapping[str, Any], expectations: pl.DataFrame) ->
 def attempts_html(data: CampaignData) -> str:
     infos = {r["attempt_id"]: r for r in data.attempts.iter_rows(named=True)}
     if data.blocked:
-        return "".join(blocked_attempt_html(i, data.expectations) for i in infos.values())
-    what_if: dict[str, str] = (
-        dict(data.what_if.select("attempt_id", "verdict").iter_rows())
-        if data.what_if is not None
-        else {}
-    )
-    return "".join(
-        attempt_html(data, row, infos.get(row["attempt_id"], {}), what_if.get(row["attempt_id"]))
-        for row in data.assessments.iter_rows(named=True)
-    )
+        articles = [blocked_attempt_html(i, data.expectations) for i in infos.values()]
+    else:
+        what_if: dict[str, str] = (
+            dict(data.what_if.select("attempt_id", "verdict").iter_rows())
+            if data.what_if is not None
+            else {}
+        )
+        articles = [
+            attempt_html(
+                data, row, infos.get(row["attempt_id"], {}), what_if.get(row["attempt_id"])
+            )
+            for row in data.assessments.iter_rows(named=True)
+        ]
+    return f'<div id="attempts">{"".join(articles)}</div>'
 
 
 def footer_html() -> str:

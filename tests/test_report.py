@@ -479,6 +479,7 @@ def test_blocked_campaign_shows_integrity_errors_and_no_verdicts(store: Store) -
     for error in INTEGRITY:
         assert f"<td>{error['code']}</td>" in page
         assert html.escape(error["message"]) in page
+    assert '<td><a href="#attempt-(campaign)">' not in page
     assert "<td>(campaign)</td>" in page  # the campaign-level error names no attempt
     for verdict_word in ("PASS", "FAIL", "INCONCLUSIVE", "explained", "confirmed"):
         assert verdict_word not in page, verdict_word
@@ -529,7 +530,9 @@ def test_what_if_verdicts_are_labelled_and_do_not_replace_the_frozen_ones(
     assert "What-if: decision=paired." in section
     assert section.count('<tr class="changed">') == 1
     verdicts = page[page.index('<section id="verdicts">') :]
-    assert '<tr class="best"><td>r001' in verdicts  # the frozen PASS is still the frozen verdict
+    assert (
+        '<tr class="best"><td><a href="#attempt-r001">r001</a>' in verdicts
+    )  # the frozen PASS is still the frozen verdict
 
 
 # -- writing and the CLI -----------------------------------------------------------------------
@@ -705,7 +708,7 @@ def test_example_what_if_matches_assess(
     section = section[: section.index("</section>")]
     expected = assess(store, [MARKUP_CAMPAIGN], what_if=what_if, write=False).assessments
     for aid, verdict in expected.select("attempt_id", "verdict").iter_rows():
-        row = re.search(rf"<tr[^>]*><td>{aid}</td>.*?</tr>", section)
+        row = re.search(rf"<tr[^>]*><td><a [^>]*>{aid}</a></td>.*?</tr>", section)
         assert row and re.findall(r">(PASS|FAIL|INCONCLUSIVE)</span>", row.group(0))[-1] == verdict
     assert "What-if: decision=paired, require_explanation=true." in section
 
@@ -739,3 +742,24 @@ def test_example_campaign_blocked_by_an_edited_mechanism(tmp_path: Path) -> None
     assert not re.search(r"PASS|FAIL|INCONCLUSIVE", page) and FIGURE_BLOCK.findall(page) == []
     index = write_all(store, tmp_path / "site").index.read_text(encoding="utf-8")
     assert "blocked (1)" in index
+
+
+def test_many_attempts_are_linked_from_the_tables_not_the_sticky_bar(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    ids = [f"a{i:03d}" for i in range(30)]
+    with store.transaction() as txn:
+        txn.put("campaigns", "big", frame("campaigns", [campaign_row("big")]))
+        txn.put(
+            "attempts",
+            "big",
+            frame("attempts", [attempt_row(a, i, "c") for i, a in enumerate(ids)]),
+        )
+        rows = [assessment_row("big", a, i, "c") for i, a in enumerate(ids)]
+        txn.put("assessments", "big", frame("assessments", rows))
+    page = render_campaign(load_campaign(store, "big"))
+    nav = page[page.index('<nav class="toc">') : page.index("</nav>")]
+    assert '<a href="#attempts">Attempts (30)</a>' in nav and "#attempt-a" not in nav
+    verdicts = page[page.index('<section id="verdicts">') :]
+    for a in ids:
+        assert f'<td><a href="#attempt-{a}">{a}</a></td>' in verdicts
+        assert f'<article id="attempt-{a}">' in page
