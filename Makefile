@@ -16,6 +16,7 @@ demo: $(BIN)/explain-pipeline
 	rm -rf $(STORE)
 	$(BIN)/explain-pipeline ingest data/attempts --store $(STORE)
 	$(BIN)/explain-pipeline assess --all --store $(STORE)
+	$(BIN)/explain-pipeline report --all --store $(STORE) -o $(STORE)/report
 
 test: $(BIN)/explain-pipeline
 	$(BIN)/ruff check pipeline tests benchmarks data
