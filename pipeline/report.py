@@ -631,6 +631,7 @@ def forest_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFra
     missing = pl.col("status").is_null()  # an expectation with no comparison
     return rows.with_columns(
         label.alias("label"),
+        pl.col("estimate", "low", "high").fill_nan(None),  # never in SPEC data; JSON has no NaN
         pl.col("quantity").replace_strict(_FAMILY, default=4).alias("family"),
         pl.when(missing).then(pl.lit("unverifiable")).otherwise("status").alias("status"),
         pl.when(missing)
