@@ -782,7 +782,7 @@ def _forest_infinite(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
         return []
     return [{
         "type": "scatter", "x": [edge] * part.height, "y": part["y"].to_list(), "mode": "text",
-        "text": ["∞"] * part.height, "textposition": "middle left", "showlegend": False,
+        "text": ["∞"] * part.height, "textposition": "top left", "showlegend": False,
         "hoverinfo": "skip", "textfont": {"size": 14, "color": "#1f2328"},
     }]  # fmt: skip
 
