@@ -322,13 +322,14 @@ def script_json(value: object) -> str:
     )
 
 
-def figure_block(figure: go.Figure | Figure, element_id: str, height: int) -> str:
+def figure_block(figure: go.Figure | Figure, element_id: str, height: int, label: str) -> str:
     """A plot placeholder and its figure as an inert JSON data block (rendered by the page)."""
     text = (
         figure.to_json() if isinstance(figure, go.Figure) else json.dumps(figure, allow_nan=False)
     )
     return (
-        f'<div class="plot-box" id="{esc(element_id)}" style="height:{height}px"></div>'
+        f'<div class="plot-box" id="{esc(element_id)}" role="img" aria-label="{esc(label)}" '
+        f'style="height:{height}px"></div>'
         f'<script type="application/json" data-plot="{esc(element_id)}">'
         f"{script_json(text)}</script>"
     )
@@ -923,7 +924,7 @@ def timeline_html(data: CampaignData) -> str:
         f"×{1 + data.campaign['min_improvement_pct'] / 100:.4g} as a band from 1, and below it "
         "the median-rule improvement. Colour: final verdict; symbol: explanation; the best "
         "attempt is circled.</p>"
-        + figure_block(timeline_figure(data), "plot-timeline", height)
+        + figure_block(timeline_figure(data), "plot-timeline", height, "campaign timeline")
         + "</section>"
     )
 
@@ -1100,6 +1101,7 @@ def attempt_html(
             forest_figure(rows, gate=gate, higher_is_better=higher),
             f"plot-attempt-{aid}",
             _forest_height(rows.height),
+            f"forest plot of the comparisons of attempt {aid}",
         )
         if rows.height
         else '<p class="note">No comparison: the attempt has no paired runs.</p>'
