@@ -12,6 +12,7 @@ the page and inside the plot labels (plotly renders a subset of HTML in labels);
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -1260,10 +1261,17 @@ def render_index(entries: Sequence[IndexEntry]) -> str:
 # -- writing ---------------------------------------------------------------------------------------
 def _write(path: Path, text: str) -> Path:
     """Write via a temporary file and rename, so a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; give a file name (a folder only with --all)")
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
     return path
 
 

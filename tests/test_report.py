@@ -763,3 +763,15 @@ def test_many_attempts_are_linked_from_the_tables_not_the_sticky_bar(tmp_path: P
     for a in ids:
         assert f'<td><a href="#attempt-{a}">{a}</a></td>' in verdicts
         assert f'<article id="attempt-{a}">' in page
+
+
+def test_cli_output_that_is_a_folder_is_a_usage_error(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(
+        ["report", GOOD, "--store", str(store.root), "-o", str(tmp_path)], capsys
+    )
+    assert (code, err) == (
+        2,
+        f"error: {tmp_path}: is a folder; give a file name (a folder only with --all)\n",
+    )
