@@ -114,10 +114,10 @@ def _checked(key: str, text: str) -> Any:
         if value < lowest:
             raise ValueError(f"must be >= {lowest}")
         return value
-    value = float(text)
-    if not math.isfinite(value) or (key == "confidence" and not 0 < value < 1):
+    number = float(text)
+    if not math.isfinite(number) or (key == "confidence" and not 0 < number < 1):
         raise ValueError("must be a finite number" + (" in (0, 1)" if key == "confidence" else ""))
-    return value
+    return number
 
 
 def overrides(what_if: Mapping[str, str]) -> dict[str, Any]:
@@ -376,7 +376,7 @@ def assess(
         comparisons=result["comparisons"],
         outcomes=result["outcomes"],
         blocked=integrity.sort("campaign_id", "attempt_id", "code", nulls_last=False),
-        what_if=dict(what_if) if changes else None,
+        what_if=dict(what_if) if what_if and changes else None,
         frozen=frozen if changes else None,
         recomputed=got.computed.height,
     )

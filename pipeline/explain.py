@@ -92,11 +92,15 @@ def explanations(attempts: pl.LazyFrame, outcome_rows: pl.LazyFrame) -> pl.LazyF
     per = outcome_rows.group_by(ATTEMPT).agg(
         [(pl.col("outcome") == o).any().alias(o) for o in EXPLANATION_ORDER]
     )
-    first = pl.when(pl.col(EXPLANATION_ORDER[0]).is_null()).then(pl.lit("not_declared"))
-    for name in EXPLANATION_ORDER:
-        first = first.when(pl.col(name)).then(pl.lit(name))
+    first: pl.Expr = pl.lit("explained")
+    for name in reversed(EXPLANATION_ORDER):  # built inside out: the first match wins
+        first = pl.when(pl.col(name)).then(pl.lit(name)).otherwise(first)
+    declared = pl.col(EXPLANATION_ORDER[0]).is_not_null()
     return (
         attempts.select(ATTEMPT)
         .join(per, on=ATTEMPT, how="left")
-        .select(*ATTEMPT, first.otherwise(pl.lit("explained")).alias("explanation"))
+        .select(
+            *ATTEMPT,
+            pl.when(declared).then(first).otherwise(pl.lit("not_declared")).alias("explanation"),
+        )
     )

@@ -222,7 +222,7 @@ def render_json(result: AssessResult) -> str:
         if result.what_if:
             entry["verdicts_changed"] = _changed(result, cid)[0]
         campaigns.append(entry)
-    document = {"what_if": result.what_if, "campaigns": campaigns}
+    document: dict[str, Any] = {"what_if": result.what_if, "campaigns": campaigns}
     if result.what_if:
         document["verdicts_changed"] = _changed(result)[0]
     return json.dumps(_jsonable(document), indent=2, default=str) + "\n"
