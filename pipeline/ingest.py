@@ -26,7 +26,7 @@ from tqdm import tqdm
 from pipeline.contracts import table
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.integrity import integrity_errors
-from pipeline.policy import canonical_policy, with_defaults
+from pipeline.policy import POLICY_FIELDS, canonical_policy, with_defaults
 from pipeline.store import Store, Transaction
 from pipeline.validate import (
     CAMPAIGN_FILE,
@@ -289,18 +289,7 @@ def campaign_frame(cid: str, campaign: Document) -> pl.DataFrame:
         "created_at": parse_timestamp(doc["created_at"]),
         "metric_name": doc["metric"]["name"],
         "metric_better": doc["metric"]["better"],
-        **{
-            k: policy[k]
-            for k in (
-                "decision",
-                "require_explanation",
-                "min_improvement_pct",
-                "confidence",
-                "resamples",
-                "seed",
-                "min_pairs",
-            )
-        },
+        **{k: policy[k] for k in POLICY_FIELDS},
         "policy_json": canonical.decode("utf-8"),
         "policy_sha256": doc["policy_sha256"],
         "policy_sha256_actual": _sha256(canonical),

@@ -15,6 +15,8 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "min_pairs": 5,
 }
+POLICY_FIELDS: tuple[str, ...] = tuple(POLICY_DEFAULTS)
+"""The policy's fields, in SPEC 2.1's order; each is a column of table `campaigns`."""
 
 
 def with_defaults(policy: dict[str, Any]) -> dict[str, Any]:

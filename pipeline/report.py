@@ -30,6 +30,7 @@ from plotly.subplots import make_subplots
 from pipeline import __version__
 from pipeline.contracts import table
 from pipeline.errors import UsageError
+from pipeline.policy import POLICY_FIELDS
 from pipeline.store import Store
 
 TEMPLATE = Path(__file__).with_name("template_report.html")  # not report*.html: gitignored
@@ -77,15 +78,6 @@ VERDICT_COLUMNS = tuple(
     c
     for c in table("assessments").names
     if c not in ("campaign_id", "inputs_sha256", "campaign_sha256")
-)
-POLICY_FIELDS = (
-    "decision",
-    "require_explanation",
-    "min_improvement_pct",
-    "confidence",
-    "resamples",
-    "seed",
-    "min_pairs",
 )
 PLOT_CONFIG: dict[str, Any] = {
     "displaylogo": False,
