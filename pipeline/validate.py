@@ -396,7 +396,7 @@ def plainly_valid_run(doc: Any) -> bool:
         and 0 <= repetition <= INT64_MAX
         and status in ("ok", "failed")
         and (("metric" not in doc and status == "failed") or _plain_number(metric))
-        and (status == "failed" or metric > 0)
+        and (status == "failed" or (metric is not None and metric > 0))
         and ("breakdown" not in doc or _plain_breakdown(doc["breakdown"]))
         and ("counters" not in doc or _plain_numbers(doc["counters"]))
     )
@@ -563,9 +563,11 @@ def _run_key(doc: Any) -> tuple[str, int] | None:
     if not isinstance(doc, dict):
         return None
     side, repetition = doc.get("side"), doc.get("repetition")
-    if side not in ("baseline", "candidate") or not _strict_integer(None, repetition):
+    if side not in ("baseline", "candidate") or not isinstance(repetition, int):
         return None
-    return side, repetition
+    if not _strict_integer(None, repetition):
+        return None
+    return str(side), repetition
 
 
 def _duplicate_runs(path: Path, runs: Sequence[Run]) -> Iterator[Issue]:
