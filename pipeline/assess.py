@@ -314,28 +314,43 @@ def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -
 
 
 # -- writing -------------------------------------------------------------------------------------
+def _changed_campaigns(
+    new: pl.DataFrame, previous: pl.DataFrame, recomputed: set[str], store: Store
+) -> set[str]:
+    """Campaigns whose output partitions must be written: something was computed, an assessments
+    row differs either way (e.g. best moved, an attempt left the store), or a file is missing."""
+    cols = new.columns
+    differ = pl.concat(
+        [
+            new.join(previous, on=cols, how="anti", nulls_equal=True).select("campaign_id"),
+            previous.join(new, on=cols, how="anti", nulls_equal=True).select("campaign_id"),
+        ]
+    )
+    changed = recomputed | set(differ["campaign_id"].to_list())
+    for cid in set(new["campaign_id"].to_list()) | set(previous["campaign_id"].to_list()):
+        if not all(store.partition_file(n, cid).is_file() for n in OUTPUT_TABLES):
+            changed.add(cid)
+    return changed
+
+
 def _write(
     txn: Transaction,
     ids: list[str],
     blocked: set[str],
     result: dict[str, pl.DataFrame],
-    previous: pl.DataFrame | None,
-    recomputed: set[str],
+    changed: set[str],
 ) -> None:
-    """Blocked campaigns lose their output partitions; others are rewritten when anything moved."""
-    parts = {name: result[name].partition_by("campaign_id", as_dict=True) for name in OUTPUT_TABLES}
-    for cid in ids:
-        if cid in blocked:
-            for name in OUTPUT_TABLES:
-                txn.delete(name, cid)
-            continue
-        new = parts["assessments"].get((cid,), table("assessments").empty())
-        old = None if previous is None else previous.filter(pl.col("campaign_id") == cid)
-        stored = all(txn.store.partition_file(n, cid).is_file() for n in OUTPUT_TABLES)
-        if stored and cid not in recomputed and old is not None and old.equals(new):
-            continue  # nothing changed: keep the files as they are
+    """Blocked campaigns lose their output partitions; changed ones are rewritten whole; the
+    files of the others are left as they are."""
+    for cid in blocked:
         for name in OUTPUT_TABLES:
-            txn.put(name, cid, parts[name].get((cid,), table(name).empty()))
+            txn.delete(name, cid)
+    wanted = [c for c in ids if c in changed and c not in blocked]
+    for name in OUTPUT_TABLES:
+        frame = result[name].filter(pl.col("campaign_id").is_in(wanted))
+        parts = frame.partition_by("campaign_id", as_dict=True)
+        for cid in wanted:
+            txn.put(name, cid, parts.get((cid,), table(name).empty()))
 
 
 def assess(
@@ -369,8 +384,9 @@ def assess(
         }
     elif write:
         recomputed = set(got.computed["campaign_id"].to_list())
+        changed = _changed_campaigns(frozen, previous, recomputed, store)
         with store.transaction() as txn:
-            _write(txn, ids, blocked, result, previous, recomputed)
+            _write(txn, ids, blocked, result, changed)
     return AssessResult(
         assessments=result["assessments"],
         comparisons=result["comparisons"],
