@@ -64,6 +64,8 @@ class AssessResult:
     frozen: pl.DataFrame | None = None
     recomputed: int = 0
     """Attempts whose comparisons were computed in this run (the rest were reused)."""
+    campaign_ids: tuple[str, ...] = ()
+    """Every campaign asked for, assessed or blocked (one with no attempt has no rows)."""
 
     @property
     def exit_code(self) -> ExitCode:
@@ -395,6 +397,7 @@ def assess(
         what_if=dict(what_if) if what_if and changes else None,
         frozen=frozen if changes else None,
         recomputed=got.computed.height,
+        campaign_ids=tuple(ids),
     )
 
 

@@ -185,3 +185,10 @@ def test_what_if_json_shows_both_verdicts(store: Path, capsys: pytest.CaptureFix
     assert doc["what_if"] == {"min_improvement_pct": "30"} and doc["verdicts_changed"] == 1
     r1 = doc["campaigns"][0]["attempts"][0]
     assert (r1["verdict"], r1["reason"], r1["frozen_verdict"]) == ("FAIL", "below_gate", "PASS")
+
+
+def test_campaign_without_attempts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store"
+    write_store(Store(store), [campaign("empty")], [])
+    code, out, _ = cli(["assess", "empty", "--store", str(store)], capsys)
+    assert (code, out) == (0, "campaign empty: no attempts\n\n")

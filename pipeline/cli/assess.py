@@ -123,7 +123,7 @@ def _integrity_lines(errors: pl.DataFrame) -> str:
 
 def _campaign_order(result: AssessResult) -> list[str]:
     ids = result.assessments["campaign_id"].to_list() + result.blocked["campaign_id"].to_list()
-    return sorted(set(ids))
+    return sorted(set(ids) | set(result.campaign_ids))
 
 
 def _changed(result: AssessResult, campaign_id: str | None = None) -> tuple[int, int]:
