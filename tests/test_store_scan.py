@@ -1,0 +1,48 @@
+"""Reading tables: one scan over the wanted partitions, typed by schemas/tables.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.contracts import table
+from pipeline.store import Store
+
+
+def _samples(attempt: str, metric: float) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"attempt_id": [attempt], "side": ["baseline"], "repetition": [0], "status": ["ok"],
+         "metric": [metric], "line": [1]}
+    )
+
+
+def test_scan_reads_only_the_wanted_campaigns_with_their_ids(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    with store.transaction() as txn:
+        for cid, metric in (("c1", 1.0), ("2026", 2.0), ("c3", 3.0)):
+            txn.put("samples", cid, _samples(f"a-{cid}", metric))
+    got = store.read("samples", ["2026", "c3", "missing"]).sort("campaign_id")
+    assert got["campaign_id"].to_list() == ["2026", "c3"]  # "2026" stays a string
+    assert got["metric"].to_list() == [2.0, 3.0]
+    assert got.schema == table("samples").polars_schema()
+    assert store.read("samples").height == 3
+
+
+def test_a_partition_written_before_a_column_existed_reads_as_null(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    with store.transaction() as txn:
+        txn.put("samples", "new", _samples("a", 1.0))
+    old = store.partition_file("samples", "old")
+    old.parent.mkdir(parents=True)
+    _samples("b", 2.0).drop("line").write_parquet(old)  # an older file without `line`
+    got = store.read("samples").sort("campaign_id")
+    assert got["line"].to_list() == [1, None]
+    assert got["attempt_id"].to_list() == ["a", "b"]
+
+
+def test_an_empty_or_missing_table_reads_with_its_schema(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    got = store.read("comparisons")
+    assert got.is_empty()
+    assert got.schema == table("comparisons").polars_schema()
