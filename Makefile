@@ -20,6 +20,7 @@ demo: $(BIN)/explain-pipeline
 
 test: $(BIN)/explain-pipeline
 	$(BIN)/ruff check pipeline tests benchmarks data
+	$(BIN)/mypy pipeline tests benchmarks data
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/explain-pipeline

@@ -126,7 +126,7 @@ def tables(
     return out
 
 
-def _frame(name: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
+def _frame(name: str, rows: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
     spec = table(name)
     if not rows:
         return spec.empty()

@@ -75,7 +75,7 @@ def _column_type(node: dict[str, Any]) -> str:
 def test_document_field_matches_its_column(
     document: str, path: tuple[str, ...], table_name: str, column: str
 ) -> None:
-    node, required = _resolve(document_schema(document), path)  # type: ignore[arg-type]
+    node, required = _resolve(document_schema(document), path)
     declared = {c.name: c for c in table(table_name).columns}[column]
     assert declared.type == _column_type(node), f"{document}:{'.'.join(path)} vs {column}"
     has_default = "default" in node
@@ -89,7 +89,7 @@ def test_every_input_document_field_is_stored_or_deliberately_not() -> None:
                   ("measurement", "breakdown"), ("measurement", "counters")}
     listed = {(doc, path[0]) for doc, path, _, _ in STORED_FIELDS}
     for document in ("campaign", "attempt", "mechanism", "measurement"):
-        for field in document_schema(document)["properties"]:  # type: ignore[arg-type]
+        for field in document_schema(document)["properties"]:
             assert (document, field) in listed | not_stored, f"{document}.{field} is not stored"
 
 

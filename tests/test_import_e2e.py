@@ -23,8 +23,9 @@ from pipeline.stored import write_attempt, write_campaign
 TRACES = Path(__file__).parent / "fixtures" / "import" / "kineto" / "campaign"
 REPETITIONS = 5
 CID = "kineto-e2e"
-POLICY = {"decision": "paired", "require_explanation": True, "min_improvement_pct": 1.0,
-          "confidence": 0.95, "resamples": 2000, "seed": 0, "min_pairs": 5}  # fmt: skip
+POLICY: dict[str, Any] = {"decision": "paired", "require_explanation": True,
+                          "min_improvement_pct": 1.0, "confidence": 0.95, "resamples": 2000,
+                          "seed": 0, "min_pairs": 5}  # fmt: skip
 MECHANISM = {
     "hypothesis": "a third of the attention matmuls",
     "expectations": [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -198,7 +199,7 @@ def test_median_is_numpy_median_of_every_ok_run() -> None:
     assert row["med_b"] == np.median(b) and row["med_c"] == np.median(c)
 
 
-def _one(runs: list[dict[str, Any]], exps: list[dict[str, str]] = (), **policy: Any) -> dict:
+def _one(runs: list[dict[str, Any]], exps: Sequence[dict[str, str]] = (), **policy: Any) -> dict:
     camp = campaign("c", resamples=RESAMPLES, **policy)
     return _rows(comparisons(inputs([camp], [Attempt("c", "a", 1, runs, list(exps))])))
 
@@ -238,7 +239,9 @@ def test_too_few_pairs_reports_estimate_without_interval() -> None:
     assert row["low"] is None and row["high"] is None and row["direction"] is None
 
 
-def _camp_rows(runs: list[dict[str, Any]], better: str, exps: list = ()) -> dict:
+def _camp_rows(
+    runs: list[dict[str, Any]], better: str, exps: Sequence[dict[str, str]] = ()
+) -> dict:
     camp = campaign("c", better=better, resamples=RESAMPLES)
     return _rows(comparisons(inputs([camp], [Attempt("c", "a", 1, runs, list(exps))])))
 

@@ -16,7 +16,7 @@ from pipeline.store import Store
 from pipeline.stored import write_attempt
 
 names = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12
 )
 seconds = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 counts = st.one_of(st.integers(min_value=0, max_value=2**53), seconds)

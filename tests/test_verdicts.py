@@ -101,7 +101,7 @@ def test_paired_rule_inconclusive(why: str) -> None:
 
 
 # decided verdict -> facts that produce it under each decision
-DECIDED = {
+DECIDED: dict[str, dict[str, Any]] = {
     "PASS": {"improvement_pct": 5.0, "paired_low": 1.03, "paired_high": 1.07},
     "FAIL": {"improvement_pct": -5.0, "paired_low": 0.9, "paired_high": 0.95},
     "INCONCLUSIVE": {"improvement_pct": None, "median_problem": "no_samples",
