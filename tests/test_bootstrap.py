@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.bootstrap import paired_intervals, resample_counts
+from pipeline.bootstrap import _quantiles, paired_intervals, resample_counts
 
 
 def reference_quantile(values: list[float], p: float) -> float:
     """numpy's "linear" method, written out, with SPEC 4.2's infinity rule."""
     ordered = sorted(values)
     size = len(ordered)
-    virtual = size * p + (1 - p) - 1
+    virtual = (size - 1) * p
     below = math.floor(virtual)
     above = min(below + 1, size - 1)
     weight = virtual - below
@@ -143,3 +143,39 @@ def test_same_n_uses_the_same_resamples() -> None:
 def test_rejects_nan_and_negative_infinity(bad: float) -> None:
     with pytest.raises(ValueError, match="finite or \\+inf"):
         paired_intervals(np.array([[0.1], [bad]]), resamples=10, seed=0, confidence=0.95)
+
+
+# -- the quantile selection: equal to numpy.quantile to the last bit -----------------------------
+@pytest.mark.parametrize("size", [1, 2, 5, 41, 999, 10000])
+@pytest.mark.parametrize("confidence", [0.95, 0.9, 0.5, 0.1])
+def test_selected_quantiles_equal_numpy_bit_for_bit(size: int, confidence: float) -> None:
+    rng = np.random.default_rng(size)
+    stat_t = rng.normal(0.0, 0.03, size=(7, size))
+    stat_t[3] = rng.integers(0, 4, size=size) / 3  # many ties
+    stat_t[4] = 0.25  # all equal
+    alpha = (1 - confidence) / 2
+    probs = np.array([alpha, 1 - alpha])
+    expected = np.quantile(stat_t, probs, axis=1, method="linear")
+    np.testing.assert_array_equal(_quantiles(stat_t, probs), expected)
+
+
+def test_an_unrepresentative_sample_falls_back_to_the_full_partition() -> None:
+    # The first 512 resamples (the pivot's sample) are the smallest values of the row, in
+    # one row, and the largest in another: the band around the pivot misses the wanted ranks.
+    rng = np.random.default_rng(1)
+    row = np.sort(rng.normal(size=10000))
+    stat_t = np.vstack([row, row[::-1], rng.permutation(row)])
+    probs = np.array([0.025, 0.975])
+    expected = np.quantile(stat_t, probs, axis=1, method="linear")
+    np.testing.assert_array_equal(_quantiles(stat_t, probs), expected)
+
+
+def test_selected_quantiles_with_infinite_resamples_follow_the_spec_rule() -> None:
+    rng = np.random.default_rng(2)
+    stat_t = rng.normal(size=(3, 41))
+    stat_t[0, rng.choice(41, 3, replace=False)] = np.inf  # upper end reaches into +inf
+    stat_t[1, :] = np.inf
+    got = _quantiles(stat_t, np.array([0.025, 0.975]))
+    for row in range(3):
+        for k, p in enumerate((0.025, 0.975)):
+            assert got[k, row] == reference_quantile(list(stat_t[row]), p)
