@@ -89,20 +89,26 @@ def _sample_rank(depth: int, size: int, sample: int) -> int:
 def _smallest(
     stat_t: FloatArray, pivot: FloatArray, ranks: npt.NDArray[np.intp], band: BoolArray
 ) -> FloatArray:
-    """The values at ``ranks`` of every row of ``stat_t`` sorted ascending, read from the band
-    of values <= the row's ``pivot``; rows whose band is too short take a full partition.
-    ``band`` is scratch space of the shape of ``stat_t``."""
+    """The values at ``ranks`` of every row of ``stat_t`` sorted ascending. Values below the
+    row's ``pivot`` are gathered and partitioned; a rank past them holds the pivot's own value
+    when enough values equal it (ties: a counter that never moves has one value in every
+    resample); rows where neither holds take a full partition. ``band``: scratch space."""
     rows = stat_t.shape[0]
-    np.less_equal(stat_t, pivot, out=band)
+    deepest = int(ranks.max())
+    np.less(stat_t, pivot, out=band)
     counts = np.count_nonzero(band, axis=1)
-    width = max(int(counts.max()), int(ranks.max()) + 1)
+    width = max(int(counts.max()), deepest + 1)
     padded = np.full(rows * width, np.inf)
     offsets = np.repeat(np.arange(rows) * width - (np.cumsum(counts) - counts), counts)
     padded[offsets + np.arange(offsets.size)] = stat_t[band]
     result = np.partition(padded.reshape(rows, width), ranks, axis=1)[:, ranks]
-    short = np.flatnonzero(counts <= ranks.max())
-    if short.size:  # the pivot fell inside the wanted ranks: these rows the long way
-        result[short] = np.partition(stat_t[short], ranks, axis=1)[:, ranks]
+    few = np.flatnonzero(counts <= deepest)
+    if few.size:  # some wanted ranks lie at or above the pivot
+        at_most = np.count_nonzero(stat_t[few] <= pivot[few], axis=1)
+        result[few] = np.where(ranks >= counts[few, None], pivot[few], result[few])
+        short = few[at_most <= deepest]
+        if short.size:  # the pivot fell inside the wanted ranks: these rows the long way
+            result[short] = np.partition(stat_t[short], ranks, axis=1)[:, ranks]
     return result
 
 
