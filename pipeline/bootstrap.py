@@ -87,28 +87,39 @@ def _sample_rank(depth: int, size: int, sample: int) -> int:
 
 
 def _smallest(
-    stat_t: FloatArray, pivot: FloatArray, ranks: npt.NDArray[np.intp], band: BoolArray
+    stat_t: FloatArray,
+    pivot: FloatArray,
+    ranks: npt.NDArray[np.intp],
+    band: BoolArray,
+    *,
+    upper: bool,
 ) -> FloatArray:
-    """The values at ``ranks`` of every row of ``stat_t`` sorted ascending. Values below the
-    row's ``pivot`` are gathered and partitioned; a rank past them holds the pivot's own value
-    when enough values equal it (ties: a counter that never moves has one value in every
-    resample); rows where neither holds take a full partition. ``band``: scratch space."""
+    """The values at ``ranks`` of every row of ``stat_t`` sorted ascending (``upper``: of
+    ``-stat_t``, the upper tail seen as a lower one, so that the wanted positions are the same
+    in every row). Values beyond the row's ``pivot`` are gathered and partitioned; a rank past
+    them holds the pivot's own value when enough values equal it (ties: a counter that never
+    moves has one value in every resample); rows where neither holds take a full partition.
+    ``band`` is scratch space of the shape of ``stat_t``."""
     rows = stat_t.shape[0]
     deepest = int(ranks.max())
-    np.less(stat_t, pivot, out=band)
+    (np.greater if upper else np.less)(stat_t, pivot, out=band)
     counts = np.count_nonzero(band, axis=1)
     width = max(int(counts.max()), deepest + 1)
     padded = np.full(rows * width, np.inf)
     offsets = np.repeat(np.arange(rows) * width - (np.cumsum(counts) - counts), counts)
-    padded[offsets + np.arange(offsets.size)] = stat_t[band]
+    gathered = np.extract(band, stat_t)  # faster than stat_t[band]
+    padded[offsets + np.arange(offsets.size)] = -gathered if upper else gathered
     result = np.partition(padded.reshape(rows, width), ranks, axis=1)[:, ranks]
     few = np.flatnonzero(counts <= deepest)
-    if few.size:  # some wanted ranks lie at or above the pivot
-        at_most = np.count_nonzero(stat_t[few] <= pivot[few], axis=1)
-        result[few] = np.where(ranks >= counts[few, None], pivot[few], result[few])
-        short = few[at_most <= deepest]
+    if few.size:  # some wanted ranks lie at or beyond the pivot
+        tied = stat_t[few] >= pivot[few] if upper else stat_t[few] <= pivot[few]
+        reach = np.count_nonzero(tied, axis=1)
+        pivot_value = -pivot[few] if upper else pivot[few]
+        result[few] = np.where(ranks >= counts[few, None], pivot_value, result[few])
+        short = few[reach <= deepest]
         if short.size:  # the pivot fell inside the wanted ranks: these rows the long way
-            result[short] = np.partition(stat_t[short], ranks, axis=1)[:, ranks]
+            values = -stat_t[short] if upper else stat_t[short]
+            result[short] = np.partition(values, ranks, axis=1)[:, ranks]
     return result
 
 
@@ -116,35 +127,29 @@ def _order_statistics(
     stat_t: FloatArray, pos: _Positions, band: BoolArray
 ) -> tuple[FloatArray, FloatArray]:
     """Exact values of every row of ``stat_t`` (Q, B) at ``pos.below`` and ``pos.above``;
-    returns two (len(probs), Q) arrays. ``stat_t`` is used up (negated in place); ``band`` is
-    scratch space of its shape.
+    returns two (len(probs), Q) arrays. ``band`` is scratch space of the shape of ``stat_t``.
 
     A full partition of B values per quantity is what makes a bootstrap slow. A tail needs far
     less: a pivot from a small sample of the row (the first resamples: they are independent
     draws) bounds a band that holds the wanted ranks with overwhelming probability, which is
-    checked exactly by counting, and only the band is partitioned. An upper tail is taken as
-    the lower tail of ``-stat``, so that the wanted positions are the same in every row.
+    checked exactly by counting, and only the band is partitioned.
     """
     size = stat_t.shape[1]
     sample = min(size, _SAMPLE)
-    lower_first = np.argsort(pos.below + pos.above >= size - 1, kind="stable")
     low = np.empty((len(pos.below), stat_t.shape[0]))
     high = np.empty_like(low)
-    negated = False
-    for k in lower_first:
+    for k in range(len(pos.below)):
         below, above = int(pos.below[k]), int(pos.above[k])
-        lower = below + above < size - 1  # the tail this probability lies in
-        if not lower and not negated:
-            np.negative(stat_t, out=stat_t)
-            negated = True
-        ranks = np.array([below, above] if lower else [size - 1 - below, size - 1 - above])
+        upper = below + above >= size - 1  # the tail this probability lies in
+        ranks = np.array([size - 1 - below, size - 1 - above] if upper else [below, above])
         at = _sample_rank(int(ranks.max()) + 1, size, sample)
         if at >= sample:  # the band would be most of the row
-            found = np.partition(stat_t, ranks, axis=1)[:, ranks]
+            found = np.partition(stat_t, [below, above], axis=1)[:, [below, above]]
         else:
-            pivot = np.partition(stat_t[:, :sample], at, axis=1)[:, at : at + 1]
-            found = _smallest(stat_t, pivot, ranks, band[: stat_t.shape[0]])
-        found = found if lower else -found
+            pick = sample - 1 - at if upper else at
+            pivot = np.partition(stat_t[:, :sample], pick, axis=1)[:, pick : pick + 1]
+            found = _smallest(stat_t, pivot, ranks, band[: stat_t.shape[0]], upper=upper)
+            found = -found if upper else found
         low[k], high[k] = found[:, 0], found[:, 1]
     return low, high
 
@@ -154,7 +159,7 @@ def _quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
     rule; returns (len(probs), Q). Equal to ``numpy.quantile(stat_t, probs, axis=1)`` to the last
     bit wherever that has no NaN."""
     pos = _Positions.of(stat_t.shape[1], probs)
-    below, above = _order_statistics(stat_t.copy(), pos, np.empty(stat_t.shape, dtype=bool))
+    below, above = _order_statistics(stat_t, pos, np.empty(stat_t.shape, dtype=bool))
     return np.array([_lerp(below[k], above[k], float(pos.weight[k])) for k in range(len(probs))])
 
 
