@@ -163,23 +163,10 @@ def _quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
     return np.array([_lerp(below[k], above[k], float(pos.weight[k])) for k in range(len(probs))])
 
 
-def paired_intervals(
-    x: npt.ArrayLike,
-    *,
-    resamples: int,
-    seed: int,
-    confidence: float,
-    chunk_bytes: int = 2 << 20,
-) -> Intervals:
-    """SPEC 4.2 for every column of ``x`` (n pairs ordered by repetition, Q quantities).
-
-    Values must be finite or ``+inf``. The caller decides whether ``n`` is enough pairs.
-    """
-    values = np.asarray(x, dtype=np.float64)
-    if values.ndim != 2 or values.shape[0] < 1:
-        raise ValueError(f"x must be (n >= 1, Q), got shape {values.shape}")
-    if np.isnan(values).any() or np.isneginf(values).any():
-        raise ValueError("x must be finite or +inf")
+def _bounds(
+    values: FloatArray, *, resamples: int, seed: int, confidence: float, chunk_bytes: int
+) -> FloatArray:
+    """The interval's ends on the log scale, (2, Q), for validated ``values`` (n, Q)."""
     n, width = values.shape
     infinite = np.isposinf(values)
     finite = np.where(infinite, 0.0, values)
@@ -217,6 +204,31 @@ def paired_intervals(
     else:  # one BLAS thread per worker: BLAS's own threads would fight the workers for the cores
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
             list(pool.map(run, range(workers)))  # list(): re-raise a worker's exception
+    return bounds
+
+
+def paired_intervals(
+    x: npt.ArrayLike,
+    *,
+    resamples: int,
+    seed: int,
+    confidence: float,
+    chunk_bytes: int = 2 << 20,
+) -> Intervals:
+    """SPEC 4.2 for every column of ``x`` (n pairs ordered by repetition, Q quantities).
+
+    Values must be finite or ``+inf``. The caller decides whether ``n`` is enough pairs.
+    """
+    values = np.asarray(x, dtype=np.float64)
+    if values.ndim != 2 or values.shape[0] < 1:
+        raise ValueError(f"x must be (n >= 1, Q), got shape {values.shape}")
+    if np.isnan(values).any() or np.isneginf(values).any():
+        raise ValueError("x must be finite or +inf")
+    # Equal columns have equal intervals: a counter that never moves gives the same x (zeros)
+    # in every attempt, so each distinct column is bootstrapped once.
+    distinct, inverse = np.unique(values, axis=1, return_inverse=True)
+    bounds = _bounds(distinct, resamples=resamples, seed=seed, confidence=confidence,
+                     chunk_bytes=chunk_bytes)[:, inverse.ravel()]  # fmt: skip
     with np.errstate(over="ignore"):
         return Intervals(
             estimate=np.exp(values.mean(axis=0)),

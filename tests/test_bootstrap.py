@@ -179,3 +179,15 @@ def test_selected_quantiles_with_infinite_resamples_follow_the_spec_rule() -> No
     for row in range(3):
         for k, p in enumerate((0.025, 0.975)):
             assert got[k, row] == reference_quantile(list(stat_t[row]), p)
+
+
+def test_equal_columns_get_the_interval_of_their_distinct_column() -> None:
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(0, 0.05, size=(2, 6))
+    x = np.column_stack([a, b, a, np.zeros(6), a, np.zeros(6)])
+    got = paired_intervals(x, resamples=700, seed=4, confidence=0.95)
+    for j, column in enumerate((a, b, a, np.zeros(6), a, np.zeros(6))):
+        est, low, high = reference_interval(list(column), 700, 4, 0.95)
+        assert_close(got.estimate[j], est)
+        assert_close(got.low[j], low)
+        assert_close(got.high[j], high)
