@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
 from pipeline.bootstrap import paired_intervals
@@ -63,15 +64,40 @@ def _group_sum(frame: pl.LazyFrame, keys: list[str], **sums: pl.Expr) -> pl.Lazy
 
     Joins and parallel group-bys do not keep row order, and float addition is not associative:
     a plain group sum can differ in the last bit from run to run or between batches. Here each
-    group's values are gathered (cheap), sorted and added in that order, so results are the same
-    to the last bit wherever an attempt is computed. (`.sort().sum()` inside `agg` would be
-    rewritten to `.sum()` by the optimizer; a sorted `cum_sum` is ten times slower.)"""
+    group's values are gathered (cheap), then sorted and added one by one in that order
+    (`_ordered_sums`), so results are the same to the last bit wherever an attempt is computed."""
     return (
         frame.with_columns(**sums)
         .group_by(keys)
         .agg(pl.col(list(sums)))
-        .with_columns(pl.col(name).list.sort().list.sum() for name in sums)
+        .with_columns(
+            pl.col(name).map_batches(_ordered_sums, return_dtype=pl.Float64) for name in sums
+        )
     )
+
+
+def _ordered_sums(lists: pl.Series) -> pl.Series:
+    """Each list's values sorted ascending (NaN last) and added left to right: the same bits as
+    `lists.list.sort().list.sum()`, several times faster for many short lists. The lists are
+    laid out as the columns of a (longest, n) matrix, sorted down the columns and added row by
+    row (a loop over list positions: numpy's own sums may add pairwise). Lists with nulls, or
+    too ragged to pad cheaply, take the Polars path."""
+    values = lists.list.explode()
+    if lists.is_empty() or lists.null_count() or values.null_count():
+        return lists.list.sort().list.sum()
+    lengths = lists.list.len().to_numpy()
+    n, longest = len(lengths), int(lengths.max())
+    if lengths.min() == 0 or longest * n > 4 * len(values):
+        return lists.list.sort().list.sum()
+    present = np.arange(longest)[:, None] < lengths[None, :]
+    padded = np.full((longest, n), np.nan)  # NaN pads sort last
+    padded.T[present.T] = values.to_numpy()
+    padded.sort(axis=0)
+    padded[~present] = -0.0  # x + -0.0 == x for every x, -0.0 included
+    total = padded[0].copy()
+    for row in padded[1:]:
+        total += row
+    return pl.Series(lists.name, total)
 
 
 # -- runs and pairs ------------------------------------------------------------------------------
@@ -124,6 +150,9 @@ def side_medians(samples: pl.LazyFrame) -> pl.LazyFrame:
 
 
 # -- per-run values ------------------------------------------------------------------------------
+# The breakdown and counters are the large tables. Their rows are keyed by an integer run id
+# (`run`) and categorical step/region/counter names: grouping and joining on these is several
+# times faster than on RUN's strings. Names are cast back to strings when the pairs are built.
 def reference_regions(expectations: pl.LazyFrame) -> pl.LazyFrame:
     """Regions declared `unchanged`: the reference of normalization and shares (SPEC 2.3)."""
     return expectations.filter(
@@ -131,33 +160,57 @@ def reference_regions(expectations: pl.LazyFrame) -> pl.LazyFrame:
     ).select([*ATTEMPT, pl.col("name").alias("region")])
 
 
-def _ok_breakdown(inputs: Inputs) -> pl.LazyFrame:
+def _run_ids(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """The ok runs (RUN + metric), each with an integer id `run`."""
+    return ok_runs(samples).with_row_index("run")
+
+
+def _ok_breakdown(inputs: Inputs, runs: pl.LazyFrame) -> pl.LazyFrame:
+    """Breakdown rows of ok runs: run, step, region (categorical), seconds, is_ref. `step` is one
+    integer per (run, step), which groups and joins faster than two columns."""
     refs = reference_regions(inputs.expectations).with_columns(pl.lit(True).alias("is_ref"))
     return (
-        inputs.breakdown.join(ok_runs(inputs.samples).select(RUN), on=RUN, how="semi")
+        inputs.breakdown.join(runs.select([*RUN, "run"]), on=RUN)  # also drops runs not ok
         .join(refs, on=[*ATTEMPT, "region"], how="left")
-        .with_columns(pl.col("is_ref").fill_null(False))
+        .select(
+            "run",
+            (
+                pl.col("run").cast(pl.UInt64) * (1 << 32)
+                + pl.col("step").cast(pl.Categorical).to_physical()
+            ).alias("step"),
+            pl.col("region").cast(pl.Categorical),
+            "seconds",
+            pl.col("is_ref").fill_null(False),
+        )
     )
 
 
-def _sides(per_run: pl.LazyFrame, keys: list[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Split per-run values (RUN + keys + value) into baseline `b` and candidate `c` frames."""
-    cols = [*ATTEMPT, "repetition", *keys]
-    b = per_run.filter(pl.col("side") == "baseline").select([*cols, pl.col("value").alias("b")])
-    c = per_run.filter(pl.col("side") == "candidate").select([*cols, pl.col("value").alias("c")])
-    return b, c
+def _ok_counters(counters: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
+    """Counter rows of ok runs: run, counter (categorical), value."""
+    return counters.join(runs.select([*RUN, "run"]), on=RUN).select(
+        "run", pl.col("counter").cast(pl.Categorical), "value"
+    )
+
+
+def _pair_runs(samples: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
+    """Every pair (ATTEMPT + repetition) with the ids of its baseline and candidate runs."""
+    on = [*ATTEMPT, "repetition"]
+    b, c = (
+        runs.filter(pl.col("side") == side).select([*on, pl.col("run").alias(column)])
+        for side, column in (("baseline", "run_b"), ("candidate", "run_c"))
+    )
+    return pairs(samples).join(b, on=on).join(c, on=on)
 
 
 def _paired(
     pair_keys: pl.LazyFrame, names: pl.LazyFrame, per_run: pl.LazyFrame, quantity: Quantity
 ) -> pl.LazyFrame:
-    """Every (pair, name) of the attempt with both sides' values; a name absent from a run is 0."""
-    b, c = _sides(per_run, ["name"])
-    on = [*ATTEMPT, "repetition", "name"]
+    """Every (pair, name) of the attempt with both sides' values; a name absent from a run is 0.
+    `per_run`: run, name, value."""
     return (
         pair_keys.join(names, on=ATTEMPT)
-        .join(b, on=on, how="left")
-        .join(c, on=on, how="left")
+        .join(_side(per_run, "b", ["name"]), on=["run_b", "name"], how="left")
+        .join(_side(per_run, "c", ["name"]), on=["run_c", "name"], how="left")
         .with_columns(
             pl.col("b").fill_null(0.0),
             pl.col("c").fill_null(0.0),
@@ -167,22 +220,35 @@ def _paired(
     )
 
 
+def _side(per_run: pl.LazyFrame, side: Literal["b", "c"], keys: list[str]) -> pl.LazyFrame:
+    """Per-run values (run + keys + value) as the `side` column of a pair (joined on run_b/c)."""
+    return per_run.select([pl.col("run").alias(f"run_{side}"), *keys, pl.col("value").alias(side)])
+
+
 def _totals(frame: pl.LazyFrame, name: str, value: str) -> pl.LazyFrame:
-    """Per run and name: the sum over steps (RUN + name + value)."""
-    return _group_sum(frame, [*RUN, name], value=pl.col(value)).select(
-        [*RUN, pl.col(name).alias("name"), "value"]
+    """Per run and name: the sum over steps (run, name, value)."""
+    return _group_sum(frame, ["run", name], value=pl.col(value)).select(
+        ["run", pl.col(name).alias("name"), "value"]
     )
 
 
-def _names(per_run: pl.LazyFrame) -> pl.LazyFrame:
-    return per_run.select([*ATTEMPT, "name"]).unique()
+def _names(per_run: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
+    """The names that appear in any ok run of each attempt (ATTEMPT + name)."""
+    return (
+        per_run.select("run", "name")
+        .join(runs.select(["run", *ATTEMPT]), on="run")
+        .select([*ATTEMPT, "name"])
+        .unique()
+    )
 
 
 def _step_reference(bd: pl.LazyFrame) -> pl.LazyFrame:
-    """Per run and step: reference seconds and all seconds."""
+    """Per run and step: reference seconds and all seconds (step, ref_s, all_s, run)."""
     # adding the exact zeros of the non-reference regions leaves the reference sum unchanged
     ref = pl.when(pl.col("is_ref")).then(pl.col("seconds")).otherwise(0.0)
-    return _group_sum(bd, [*RUN, "step"], ref_s=ref, all_s=pl.col("seconds"))
+    return _group_sum(bd, ["step"], ref_s=ref, all_s=pl.col("seconds")).with_columns(
+        (pl.col("step") // (1 << 32)).cast(pl.UInt32).alias("run")
+    )
 
 
 def _normalized(
@@ -191,22 +257,19 @@ def _normalized(
     """SPEC 4.3.3: per run, mean over steps with reference time > 0 of region_s / reference_s
     (a region absent from such a step adds 0 to the sum and still counts in the mean)."""
     ref_steps = steps.filter(pl.col("ref_s") > 0)
-    den = ref_steps.group_by(RUN).agg(pl.len().alias("den"))
+    den = ref_steps.group_by("run").agg(pl.len().alias("value"))
     num = (
         bd.filter(~pl.col("is_ref"))
-        .join(ref_steps, on=[*RUN, "step"], how="inner")
-        .pipe(_group_sum, [*RUN, "region"], value=pl.col("seconds") / pl.col("ref_s"))
-        .select([*RUN, pl.col("region").alias("name"), "value"])
+        .join(ref_steps.drop("run"), on="step", how="inner")
+        .pipe(_group_sum, ["run", "region"], value=pl.col("seconds") / pl.col("ref_s"))
+        .select(["run", pl.col("region").alias("name"), "value"])
     )
-    nb, nc = _sides(num, ["name"])
-    db, dc = _sides(den.rename({"den": "value"}), [])
-    on = [*ATTEMPT, "repetition"]
-    grid = pair_keys.join(names, on=ATTEMPT)
     return (
-        grid.join(nb, on=[*on, "name"], how="left")
-        .join(nc, on=[*on, "name"], how="left")
-        .join(db.rename({"b": "db"}), on=on, how="left")
-        .join(dc.rename({"c": "dc"}), on=on, how="left")
+        pair_keys.join(names, on=ATTEMPT)
+        .join(_side(num, "b", ["name"]), on=["run_b", "name"], how="left")
+        .join(_side(num, "c", ["name"]), on=["run_c", "name"], how="left")
+        .join(_side(den, "b", []).rename({"b": "db"}), on="run_b", how="left")
+        .join(_side(den, "c", []).rename({"c": "dc"}), on="run_c", how="left")
         .with_columns(
             (pl.col("b").fill_null(0.0) / pl.col("db")).alias("b"),
             (pl.col("c").fill_null(0.0) / pl.col("dc")).alias("c"),
@@ -220,15 +283,13 @@ def _normalized(
 
 def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
     """SPEC 4.3.4: share = sum of reference / sum of all regions, per run."""
-    share = _group_sum(steps, RUN, ref=pl.col("ref_s"), every=pl.col("all_s")).select(
-        [*RUN, (pl.col("ref") / pl.col("every")).alias("value")]
+    share = _group_sum(steps, ["run"], ref=pl.col("ref_s"), every=pl.col("all_s")).select(
+        ["run", (pl.col("ref") / pl.col("every")).alias("value")]
     )
-    b, c = _sides(share, [])
-    on = [*ATTEMPT, "repetition"]
     bad = lambda s: pl.col(s).is_null() | pl.col(s).is_nan() | (pl.col(s) == 0)  # noqa: E731
     return (
-        pair_keys.join(b, on=on, how="left")
-        .join(c, on=on, how="left")
+        pair_keys.join(_side(share, "b", []), on="run_b", how="left")
+        .join(_side(share, "c", []), on="run_c", how="left")
         .with_columns(
             pl.lit(SHARE_NAME).alias("name"),
             pl.lit("share_speedup").alias("quantity"),
@@ -248,45 +309,45 @@ class PairFrames:
 
 def pair_frames(inputs: Inputs) -> PairFrames:
     """Every quantity of SPEC 4.3 for every attempt of `inputs`, and its per-pair log-ratios."""
+    runs = _run_ids(inputs.samples).collect().lazy()
     # stages used several times are computed once
-    pk, refs, bd, ok = (
+    pk, refs, bd, ok_counters = (
         f.lazy()
         for f in pl.collect_all(
             [
-                pairs(inputs.samples),
+                _pair_runs(inputs.samples, runs),
                 reference_regions(inputs.expectations),
-                _ok_breakdown(inputs),
-                ok_runs(inputs.samples),
+                _ok_breakdown(inputs, runs),
+                _ok_counters(inputs.counters, runs),
             ]
         )
     )
     with_refs = refs.select(ATTEMPT).unique()
-    steps = _step_reference(bd).collect().lazy()
-    ok_counters = inputs.counters.join(ok.select(RUN), on=RUN, how="semi")
-
-    metric_run = ok.join(
-        inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name")),
-        on="campaign_id",
-    ).rename({"metric": "value"})
-    region_run, counter_run = (
+    steps, region_run, counter_run = (
         f.lazy()
         for f in pl.collect_all(
-            [_totals(bd, "region", "seconds"), _totals(ok_counters, "counter", "value")]
+            [
+                _step_reference(bd),
+                _totals(bd, "region", "seconds"),
+                _totals(ok_counters, "counter", "value"),
+            ]
         )
     )
-
-    metric_names = inputs.attempts.select(ATTEMPT).join(
-        inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name")),
-        on="campaign_id",
+    metric_name = inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name"))
+    metric_run = runs.join(metric_name, on="campaign_id").select(
+        "run", "name", pl.col("metric").alias("value")
     )
-    region_names = _names(region_run)
+    metric_names = inputs.attempts.select(ATTEMPT).join(metric_name, on="campaign_id")
+    region_names = _names(region_run, runs)
     normalized_names = region_names.join(
-        refs.rename({"region": "name"}), on=[*ATTEMPT, "name"], how="anti"
+        refs.select([*ATTEMPT, pl.col("region").cast(pl.Categorical).alias("name")]),
+        on=[*ATTEMPT, "name"],
+        how="anti",
     ).join(with_refs, on=ATTEMPT, how="semi")
-    counter_names = _names(counter_run)
+    counter_names = _names(counter_run, runs)
     share_names = with_refs.with_columns(pl.lit(SHARE_NAME).alias("name"))
 
-    columns = list(_PAIR_SCHEMA)
+    columns = [pl.col(c).cast(t) for c, t in _PAIR_SCHEMA.items()]
     raw = pl.concat(
         [
             _paired(pk, metric_names, metric_run, "metric").select(columns),
@@ -298,7 +359,7 @@ def pair_frames(inputs: Inputs) -> PairFrames:
     )
     quantities = pl.concat(
         [
-            names.with_columns(pl.lit(q).alias("quantity")).select(QUANTITY)
+            names.select(*ATTEMPT, pl.lit(q).alias("quantity"), pl.col("name").cast(pl.String))
             for q, names in (
                 ("metric", metric_names),
                 ("region", region_names),
