@@ -23,6 +23,11 @@ Reason = Literal[
     "no_reference_time", "zero_share", "zero_baseline", "zero_candidate", "too_few_pairs"
 ]
 
+_ENGINE: Literal["in-memory"] = "in-memory"
+"""Engine of pair_frames' stages. A batch's rows are already in memory, and on these many joins
+and group-bys of a few hundred thousand rows the in-memory engine is ~20% faster than the
+default streaming engine."""
+
 SHARE_NAME = "reference_share"
 """The `name` of the share_speedup comparison (one per attempt with reference regions)."""
 
@@ -309,7 +314,7 @@ class PairFrames:
 
 def pair_frames(inputs: Inputs) -> PairFrames:
     """Every quantity of SPEC 4.3 for every attempt of `inputs`, and its per-pair log-ratios."""
-    runs = _run_ids(inputs.samples).collect().lazy()
+    runs = _run_ids(inputs.samples).collect(engine=_ENGINE).lazy()
     # stages used several times are computed once
     pk, refs, bd, ok_counters = (
         f.lazy()
@@ -319,7 +324,8 @@ def pair_frames(inputs: Inputs) -> PairFrames:
                 reference_regions(inputs.expectations),
                 _ok_breakdown(inputs, runs),
                 _ok_counters(inputs.counters, runs),
-            ]
+            ],
+            engine=_ENGINE,
         )
     )
     with_refs = refs.select(ATTEMPT).unique()
@@ -330,7 +336,8 @@ def pair_frames(inputs: Inputs) -> PairFrames:
                 _step_reference(bd),
                 _totals(bd, "region", "seconds"),
                 _totals(ok_counters, "counter", "value"),
-            ]
+            ],
+            engine=_ENGINE,
         )
     )
     metric_name = inputs.campaigns.select("campaign_id", pl.col("metric_name").alias("name"))
@@ -369,7 +376,9 @@ def pair_frames(inputs: Inputs) -> PairFrames:
             )
         ]
     )
-    q_frame, p_frame = pl.collect_all([quantities, log_ratios(raw, inputs.campaigns)])
+    q_frame, p_frame = pl.collect_all(
+        [quantities, log_ratios(raw, inputs.campaigns)], engine=_ENGINE
+    )
     return PairFrames(quantities=q_frame, pairs=p_frame)
 
 
