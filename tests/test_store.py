@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import duckdb  # a test extra: SPEC 3 promises the store reads as is in DuckDB
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
@@ -44,6 +45,17 @@ def test_pyarrow_opens_every_table_as_a_hive_dataset(attempts_dir: Path, tmp_pat
     for name in ("campaigns", "attempts", "breakdown", "counters", "expectations", "integrity"):
         dataset = ds.dataset(tmp_path / "store" / name, format="parquet", partitioning="hive")
         assert "campaign_id" in dataset.schema.names
+
+
+def test_duckdb_reads_the_tables_as_they_are(attempts_dir: Path, tmp_path: Path) -> None:
+    write_example_campaign(attempts_dir, "c2", attempts=("x1",))
+    ingest(attempts_dir, Store(tmp_path / "store"))
+    pattern = tmp_path / "store" / "samples" / "*" / "*.parquet"
+    rows = duckdb.connect().sql(
+        f"SELECT campaign_id, count(*) FROM read_parquet('{pattern}', hive_partitioning = true) "
+        "GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert rows == [("c1", 24), ("c2", 12)]
 
 
 def test_second_ingest_is_unchanged_and_touches_nothing(attempts_dir: Path, tmp_path: Path) -> None:
