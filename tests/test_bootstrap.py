@@ -48,27 +48,25 @@ def assert_close(actual: float, expected: float) -> None:
         assert actual == pytest.approx(expected, rel=1e-12, abs=0)
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 7, 10, 20])
-@pytest.mark.parametrize("seed", [0, 11])
-def test_matches_reference_for_random_columns(n: int, seed: int) -> None:
-    rng = np.random.default_rng(1000 + n)
-    x = rng.normal(0.02, 0.05, size=(n, 4))
-    got = paired_intervals(x, resamples=2000, seed=seed, confidence=0.95)
+def assert_matches_reference(x: np.ndarray, resamples: int, seed: int, confidence: float) -> None:
+    got = paired_intervals(x, resamples=resamples, seed=seed, confidence=confidence)
     for j in range(x.shape[1]):
-        est, low, high = reference_interval(list(x[:, j]), 2000, seed, 0.95)
+        est, low, high = reference_interval(list(x[:, j]), resamples, seed, confidence)
         assert_close(got.estimate[j], est)
         assert_close(got.low[j], low)
         assert_close(got.high[j], high)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 7, 10, 20])
+@pytest.mark.parametrize("seed", [0, 11])
+def test_matches_reference_for_random_columns(n: int, seed: int) -> None:
+    x = np.random.default_rng(1000 + n).normal(0.02, 0.05, size=(n, 4))
+    assert_matches_reference(x, 2000, seed, 0.95)
 
 
 def test_default_resamples_and_other_confidence() -> None:
     x = np.random.default_rng(5).normal(0.0, 0.1, size=(6, 2))
-    got = paired_intervals(x, resamples=10000, seed=3, confidence=0.9)
-    for j in range(2):
-        est, low, high = reference_interval(list(x[:, j]), 10000, 3, 0.9)
-        assert_close(got.low[j], low)
-        assert_close(got.high[j], high)
-        assert_close(got.estimate[j], est)
+    assert_matches_reference(x, 10000, 3, 0.9)
 
 
 def test_columns_are_independent_of_chunking_and_neighbours() -> None:
@@ -185,9 +183,4 @@ def test_equal_columns_get_the_interval_of_their_distinct_column() -> None:
     rng = np.random.default_rng(8)
     a, b = rng.normal(0, 0.05, size=(2, 6))
     x = np.column_stack([a, b, a, np.zeros(6), a, np.zeros(6)])
-    got = paired_intervals(x, resamples=700, seed=4, confidence=0.95)
-    for j, column in enumerate((a, b, a, np.zeros(6), a, np.zeros(6))):
-        est, low, high = reference_interval(list(column), 700, 4, 0.95)
-        assert_close(got.estimate[j], est)
-        assert_close(got.low[j], low)
-        assert_close(got.high[j], high)
+    assert_matches_reference(x, 700, 4, 0.95)
