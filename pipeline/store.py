@@ -123,7 +123,7 @@ class Store:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
-        if (self.root / _TXN_DIR).is_dir():
+        if self._pending_journals():  # readers take no lock and write nothing otherwise
             with self._locked():
                 self._recover()
 
@@ -221,11 +221,15 @@ class Store:
         journal.unlink()
         _fsync_dir(journal.parent)
 
+    def _pending_journals(self) -> list[Path]:
+        journal_dir = self.root / _TXN_DIR
+        return sorted(journal_dir.glob("*.json")) if journal_dir.is_dir() else []
+
     def _recover(self) -> None:
         journal_dir = self.root / _TXN_DIR
         if not journal_dir.is_dir():
             return
-        for journal in sorted(journal_dir.glob("*.json")):
+        for journal in self._pending_journals():
             self._apply_journal(journal)
         for pending in journal_dir.glob(".*.json.tmp"):
             pending.unlink(missing_ok=True)

@@ -46,3 +46,13 @@ def test_an_empty_or_missing_table_reads_with_its_schema(tmp_path: Path) -> None
     got = store.read("comparisons")
     assert got.is_empty()
     assert got.schema == table("comparisons").polars_schema()
+
+
+def test_opening_and_reading_a_store_writes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    with store.transaction() as txn:
+        txn.put("samples", "c1", _samples("a", 1.0))
+    (tmp_path / ".lock").unlink()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert Store(tmp_path).read("samples").height == 1
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
