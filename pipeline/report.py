@@ -504,26 +504,17 @@ def _timeline_gate(fig: go.Figure, gate: float, gate_pct: float) -> None:
     common = {"row": 1, "col": 1, "exclude_empty_subplots": False}
     fig.add_hrect(y0=1.0, y1=gate, fillcolor="#d4a72c", opacity=0.18, line_width=0, **common)
     fig.add_hline(y=1.0, line={"color": "#818b98", "width": 1, "dash": "dash"}, **common)
-    fig.add_hline(
-        y=gate,
-        row=1,
-        col=1,
-        exclude_empty_subplots=False,
-        line={"color": "#9a6700", "width": 1.5},
-        annotation_text=f"gate ×{gate:.4g}",
-        annotation_position="top left",
-        annotation_font={"color": "#9a6700", "size": 11},
-    )
-    fig.add_hline(
-        y=gate_pct,
-        row=2,
-        col=1,
-        exclude_empty_subplots=False,
-        line={"color": "#9a6700", "width": 1.5},
-        annotation_text=f"gate {gate_pct:g}%",
-        annotation_position="top left",
-        annotation_font={"color": "#9a6700", "size": 11},
-    )
+    for row, y, label in ((1, gate, f"gate ×{gate:.4g}"), (2, gate_pct, f"gate {gate_pct:g}%")):
+        fig.add_hline(
+            y=y,
+            row=row,
+            col=1,
+            exclude_empty_subplots=False,
+            line={"color": "#9a6700", "width": 1.5},
+            annotation_text=label,
+            annotation_position="top left",
+            annotation_font={"color": "#9a6700", "size": 11},
+        )
 
 
 def _timeline_missing(fig: go.Figure, frame: pl.DataFrame) -> None:
