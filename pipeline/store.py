@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,13 +25,22 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.contracts import PARTITION, table
+from pipeline.contracts import PARTITION, table, tables
 from pipeline.errors import StoreError
 
 DEFAULT_STORE = ".explain-store"
 DATA_FILE = "data.parquet"
 _TXN_DIR = "_txn"
 _LOCK_FILE = ".lock"
+_STAGING_DIR = "_staging"
+# The only paths a journal may name: a partition file, and a staged copy of one (beside it,
+# dot-prefixed, as written before 0.2; or under _staging/<txid>/).
+_PART = rf"(?P<table>[a-z_]+)/{PARTITION}=(?P<id>[^/]+)/"
+_TARGET = re.compile(_PART + re.escape(DATA_FILE))
+_STAGED = (
+    re.compile(rf"{_STAGING_DIR}/[0-9a-f]+/" + _TARGET.pattern),
+    re.compile(_PART + re.escape(f".{DATA_FILE}.") + r"[0-9a-f]+\.tmp"),
+)
 
 
 def resolve_store_path(path: str | os.PathLike[str] | None) -> Path:
@@ -110,7 +120,7 @@ class Transaction:
         _fsync_file(pending)
         os.replace(pending, final)  # the commit point
         _fsync_dir(journal_dir)
-        self.store._apply_journal(final)
+        self.store._apply_journal(final, self.store._journal_ops(final))
 
     def abandon(self) -> None:
         for op in self.ops:
@@ -202,24 +212,69 @@ class Store:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _apply_journal(self, journal: Path) -> None:
-        ops = json.loads(journal.read_text(encoding="utf-8"))["ops"]
+    def _apply_journal(self, journal: Path, ops: list[tuple[Path, Path | None]]) -> None:
         touched: set[Path] = set()
-        for op in ops:
-            target = self.root / op["target"]
-            if op["staged"] is None:
+        for target, staged in ops:
+            if staged is None:
                 target.unlink(missing_ok=True)
                 with contextlib.suppress(OSError):
                     target.parent.rmdir()  # only succeeds when the partition is empty
             else:
-                staged = self.root / op["staged"]
                 if staged.exists():
+                    target.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(staged, target)
             touched.add(target.parent)
         for folder in touched:
             _fsync_dir(folder)
         journal.unlink()
         _fsync_dir(journal.parent)
+
+    def _journal_ops(self, journal: Path) -> list[tuple[Path, Path | None]]:
+        """The (target, staged) pairs of a committed journal, each path checked to be a file of
+        this store; anything else stops the command before a single file is touched."""
+        try:
+            document = json.loads(journal.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise self._bad_journal(journal, f"not valid JSON ({exc})") from exc
+        ops = document.get("ops") if isinstance(document, dict) else None
+        if not isinstance(ops, list):
+            raise self._bad_journal(journal, 'field "ops": missing or not a list')
+        checked: list[tuple[Path, Path | None]] = []
+        for i, op in enumerate(ops):
+            if not isinstance(op, dict):
+                raise self._bad_journal(journal, f'field "ops[{i}]": must be an object')
+            target = self._journal_path(journal, f"ops[{i}].target", op.get("target"), (_TARGET,))
+            staged = op.get("staged")
+            checked.append(
+                (
+                    target,
+                    None
+                    if staged is None
+                    else self._journal_path(journal, f"ops[{i}].staged", staged, _STAGED),
+                )
+            )
+        return checked
+
+    def _journal_path(
+        self, journal: Path, name: str, value: object, shapes: tuple[re.Pattern[str], ...]
+    ) -> Path:
+        if not isinstance(value, str):
+            raise self._bad_journal(journal, f'field "{name}": must be a path, got {value!r}')
+        root = self.root.resolve()
+        resolved = (root / value).resolve()
+        if Path(value).is_absolute() or not resolved.is_relative_to(root):
+            raise self._bad_journal(journal, f'field "{name}": "{value}" is outside the store')
+        match = next((m for shape in shapes if (m := shape.fullmatch(value))), None)
+        if match is None or match["table"] not in tables() or match["id"] in (".", ".."):
+            raise self._bad_journal(journal, f'field "{name}": "{value}" is not a partition file')
+        return self.root / value
+
+    @staticmethod
+    def _bad_journal(journal: Path, reason: str) -> StoreError:
+        return StoreError(
+            f"{journal}: {reason}; nothing was changed. This is not a journal explain-pipeline "
+            "wrote: move it out of the store to continue (see docs/store.md)"
+        )
 
     def _pending_journals(self) -> list[Path]:
         journal_dir = self.root / _TXN_DIR
@@ -229,8 +284,10 @@ class Store:
         journal_dir = self.root / _TXN_DIR
         if not journal_dir.is_dir():
             return
-        for journal in self._pending_journals():
-            self._apply_journal(journal)
+        # Every journal is checked before any is applied: a bad one stops with nothing touched.
+        checked = [(journal, self._journal_ops(journal)) for journal in self._pending_journals()]
+        for journal, ops in checked:
+            self._apply_journal(journal, ops)
         for pending in journal_dir.glob(".*.json.tmp"):
             pending.unlink(missing_ok=True)
 
