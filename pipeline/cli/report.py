@@ -9,7 +9,6 @@ import click
 from pipeline.assess import overrides, parse_what_if
 from pipeline.cli.common import store_option
 from pipeline.errors import ExitCode, UsageError
-from pipeline.report import default_output, write_all, write_report
 from pipeline.store import Store
 
 
@@ -52,6 +51,8 @@ def report(
       explain-pipeline report llama-decode-2026-11 --what-if decision=paired
       explain-pipeline report --all -o report/
     """
+    from pipeline.report import default_output, write_all, write_report  # plotly: only here
+
     if all_campaigns == (campaign_id is not None):
         raise UsageError("give either a CAMPAIGN_ID or --all")
     store = Store.open(store_path)

@@ -1,0 +1,143 @@
+"""Loading one campaign's report data from the store: the stored verdicts, their staleness and
+the what-if verdicts (computed, never stored)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from pipeline.contracts import table
+from pipeline.errors import UsageError
+from pipeline.store import Store
+
+# Columns of the verdict table: the `assessments` columns (bookkeeping digests left out).
+VERDICT_COLUMNS = tuple(
+    c
+    for c in table("assessments").names
+    if c not in ("campaign_id", "inputs_sha256", "campaign_sha256")
+)
+
+
+class NotAssessedError(UsageError):
+    """The campaign has attempts but no stored assessment: ``assess`` must run first."""
+
+
+@dataclass(frozen=True)
+class CampaignData:
+    """Everything the report of one campaign shows, read from the store."""
+
+    campaign_id: str
+    campaign: dict[str, Any]  # the `campaigns` row
+    attempts: pl.DataFrame
+    expectations: pl.DataFrame
+    integrity: pl.DataFrame
+    assessments: pl.DataFrame
+    comparisons: pl.DataFrame
+    outcomes: pl.DataFrame
+    stale: pl.DataFrame  # attempt_id, problem: attempts whose stored assessment is out of date
+    what_if: pl.DataFrame | None = None  # assessments under the what-if policy
+    what_if_overrides: Mapping[str, str] | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.integrity.height > 0
+
+
+def known_campaign(store: Store, campaign_id: str) -> None:
+    """Raise UsageError naming the campaigns the store has when ``campaign_id`` is not one."""
+    known = store.campaign_ids("campaigns")
+    if campaign_id not in known:
+        have = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
+        raise UsageError(
+            f"unknown campaign {campaign_id!r} in store {store.root} (campaigns: {have})"
+        )
+
+
+def stale_attempts(
+    attempts: pl.DataFrame, assessments: pl.DataFrame, campaign: Mapping[str, Any]
+) -> pl.DataFrame:
+    """Attempts whose stored verdicts do not match the stored inputs (ingested after assess)."""
+    joined = attempts.select("attempt_id", "inputs_sha256").join(
+        assessments.select(
+            "attempt_id",
+            pl.col("inputs_sha256").alias("assessed_sha256"),
+            pl.col("policy_sha256").alias("assessed_policy"),
+            pl.col("campaign_sha256").alias("assessed_campaign"),
+        ),
+        on="attempt_id",
+        how="full",
+        coalesce=True,
+    )
+    problem = (
+        pl.when(pl.col("assessed_sha256").is_null())
+        .then(pl.lit("ingested but not assessed"))
+        .when(pl.col("inputs_sha256").is_null())
+        .then(pl.lit("assessed but no longer in the store"))
+        .when(pl.col("inputs_sha256") != pl.col("assessed_sha256"))
+        .then(pl.lit("inputs changed since it was assessed"))
+        .when(pl.col("assessed_policy") != campaign["policy_sha256"])
+        .then(pl.lit("assessed under another policy digest"))
+        .when(pl.col("assessed_campaign") != campaign["source_sha256"])
+        .then(pl.lit("campaign.json changed since it was assessed"))
+    )
+    return (
+        joined.select("attempt_id", problem.alias("problem"))
+        .filter(pl.col("problem").is_not_null())
+        .sort("attempt_id")
+    )
+
+
+OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
+
+
+def load_campaign(
+    store: Store, campaign_id: str, *, what_if: Mapping[str, str] | None = None
+) -> CampaignData:
+    """Read one campaign's report data; what-if verdicts are computed, never stored.
+
+    A blocked campaign's outputs are not read at all (assess deletes them; any left over from
+    before the block would be stale verdicts). A campaign with attempts and no stored assessment
+    raises NotAssessedError."""
+    known_campaign(store, campaign_id)
+    campaign = store.read("campaigns", [campaign_id]).row(0, named=True)
+    attempts, integrity = (
+        store.read("attempts", [campaign_id]),
+        store.read("integrity", [campaign_id]),
+    )
+    blocked = integrity.height > 0
+    out = {
+        name: table(name).empty() if blocked else store.read(name, [campaign_id])
+        for name in OUTPUT_TABLES
+    }
+    if not blocked and out["assessments"].is_empty() and attempts.height:
+        raise NotAssessedError(
+            f"campaign {campaign_id!r} has not been assessed: "
+            f"run `explain-pipeline assess {campaign_id}` first"
+        )
+    return CampaignData(
+        campaign_id=campaign_id,
+        campaign=campaign,
+        attempts=attempts.sort("round", "attempt_id"),
+        expectations=store.read("expectations", [campaign_id]),
+        integrity=integrity.sort(pl.col("attempt_id").fill_null(""), "code"),
+        assessments=out["assessments"].sort("round", "attempt_id"),
+        comparisons=out["comparisons"],
+        outcomes=out["outcomes"],
+        stale=stale_attempts(
+            attempts.clear() if blocked else attempts, out["assessments"], campaign
+        ),
+        what_if=None
+        if blocked or not what_if
+        else what_if_assessments(store, campaign_id, what_if),
+        what_if_overrides=dict(what_if) if what_if else None,
+    )
+
+
+def what_if_assessments(store: Store, campaign_id: str, what_if: Mapping[str, str]) -> pl.DataFrame:
+    """Verdicts under the overridden policy, computed by the assess engine and never stored."""
+    from pipeline.assess import assess  # imported here: a plain report needs no engine
+
+    return assess(store, [campaign_id], what_if=what_if, write=False).assessments

@@ -1,0 +1,507 @@
+"""The report's plots: the campaign timeline and the forest plot of each attempt."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import plotly.graph_objects as go
+import polars as pl
+from plotly.subplots import make_subplots
+
+from pipeline.report.data import CampaignData
+from pipeline.report.style import (
+    DIRECTION_COLOURS,
+    EXPLANATION_SYMBOLS,
+    OUTCOME_COLOURS,
+    VERDICT_COLOURS,
+    clamp,
+    esc,
+    finite,
+    fmt_number,
+    fmt_pct,
+    log_range,
+    script_json,
+)
+
+_DIRECTION_CLASS = {
+    "decrease": "down",
+    "improved": "down",
+    "increase": "up",
+    "regressed": "up",
+    "none": "none",
+}
+PLOT_CONFIG: dict[str, Any] = {
+    "displaylogo": False,
+    "responsive": True,
+    "showLink": False,
+    "showSendToCloud": False,
+    "showEditInChartStudio": False,
+    "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d"],
+    "toImageButtonOptions": {"format": "svg"},
+}
+_FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
+
+
+Figure = dict[str, Any]
+"""A plotly figure as plain data (`data`, `layout`). The per-attempt forest plots are built this
+way rather than through plotly.graph_objects, whose validation costs ~45 ms a figure (minutes for
+a simulated campaign of thousands of attempts); a test validates them with plotly's schema."""
+
+
+def figure_block(figure: go.Figure | Figure, element_id: str, height: int, label: str) -> str:
+    """A plot placeholder and its figure as an inert JSON data block (rendered by the page)."""
+    text = (
+        figure.to_json() if isinstance(figure, go.Figure) else json.dumps(figure, allow_nan=False)
+    )
+    return (
+        f'<div class="plot-box" id="{esc(element_id)}" role="img" aria-label="{esc(label)}" '
+        f'style="height:{height}px"></div>'
+        f'<script type="application/json" data-plot="{esc(element_id)}">'
+        f"{script_json(text)}</script>"
+    )
+
+
+def _base_layout(**extra: Any) -> dict[str, Any]:
+    return {
+        "font": {"family": _FONT, "size": 12, "color": "#1f2328"},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+        "hoverlabel": {"font": {"family": _FONT}},
+        **extra,
+    }
+
+
+# -- the campaign timeline -------------------------------------------------------------------------
+def timeline_frame(assessments: pl.DataFrame) -> pl.DataFrame:
+    """One row per attempt, ordered by round, with its x label and the values to plot."""
+    return assessments.sort("round", "attempt_id").with_columns(
+        pl.format("r{} · {}", pl.col("round"), pl.col("attempt_id")).alias("x"),
+        pl.col("explanation")
+        .replace_strict(EXPLANATION_SYMBOLS, default="circle-open")
+        .alias("symbol"),
+    )
+
+
+def _timeline_hover(row: Mapping[str, Any]) -> str:
+    interval = (
+        f"[{fmt_number(row['paired_low'])}, {fmt_number(row['paired_high'])}]"
+        if row["paired_low"] is not None
+        else f"no interval ({esc(row['paired_reason'] or 'n/a')})"
+    )
+    return (
+        f"<b>{esc(row['attempt_id'])}</b> · {esc(row['candidate'])}<br>"
+        f"verdict <b>{esc(row['verdict'])}</b> {esc(row['reason'] or '')}<br>"
+        f"paired ratio {fmt_number(row['paired_estimate'])} {interval}<br>"
+        f"median improvement {fmt_pct(row['improvement_pct'])}<br>"
+        f"explanation {esc(row['explanation'])}"
+        + ("<br><b>best attempt</b>" if row["best"] else "")
+    )
+
+
+def timeline_figure(data: CampaignData) -> go.Figure:
+    frame = timeline_frame(data.assessments)
+    gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.09,
+        row_heights=[0.64, 0.36],
+        subplot_titles=(
+            "Paired metric ratio (> 1: candidate better) with its interval",
+            "Median-rule improvement %",
+        ),
+    )
+    yrange = log_range(
+        [*frame["paired_estimate"], *frame["paired_low"], *frame["paired_high"]],
+        include=(1.0, gate),
+    )
+    top = 10 ** yrange[1]
+    _timeline_gate(fig, gate, float(data.campaign["min_improvement_pct"]))
+    for verdict, colour in VERDICT_COLOURS.items():
+        part = frame.filter(pl.col("verdict") == verdict)
+        if part.is_empty():
+            continue
+        est = [clamp(v, top) for v in part["paired_estimate"]]
+        high = [clamp(h, top) for h in part["paired_high"]]
+        fig.add_trace(
+            go.Scatter(
+                x=part["x"].to_list(),
+                y=est,
+                mode="markers",
+                name=verdict,
+                legendgroup="verdict",
+                legendgrouptitle={"text": "final verdict"},
+                marker={
+                    "color": colour,
+                    "size": 12 if frame.height <= 40 else 7,
+                    "symbol": part["symbol"].to_list(),
+                    "line": {"color": "#ffffff", "width": 1},
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "color": colour,
+                    "thickness": 1.6,
+                    "width": 6,
+                    "array": [
+                        None if h is None or e is None else h - e
+                        for h, e in zip(high, est, strict=True)
+                    ],
+                    "arrayminus": [
+                        None if lo is None or e is None else e - lo
+                        for lo, e in zip(part["paired_low"], est, strict=True)
+                    ],
+                },
+                hovertext=[_timeline_hover(r) for r in part.iter_rows(named=True)],
+                hoverinfo="text",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Bar(
+                x=part["x"].to_list(),
+                y=[finite(v) for v in part["improvement_pct"]],
+                name=verdict,
+                legendgroup="verdict",
+                showlegend=False,
+                marker={
+                    "color": [VERDICT_COLOURS.get(v, "#6e7781") for v in part["median_verdict"]],
+                    "opacity": 0.75,
+                },
+                hovertext=[
+                    f"{esc(r['attempt_id'])}: median rule {esc(r['median_verdict'])} "
+                    f"{fmt_pct(r['improvement_pct'])} {esc(r['median_reason'] or '')}"
+                    for r in part.iter_rows(named=True)
+                ],
+                hoverinfo="text",
+            ),
+            row=2,
+            col=1,
+        )
+    _timeline_missing(fig, frame)
+    _timeline_best(fig, frame, top)
+    _explanation_legend(fig, frame)
+    fig.update_layout(
+        template="none",
+        **_base_layout(
+            margin={"l": 64, "r": 24, "t": 36, "b": 40},
+            hovermode="closest",
+            bargap=0.45,
+            legend={"orientation": "h", "y": -0.1, "x": 0, "groupclick": "toggleitem"},
+        ),
+    )
+    fig.update_yaxes(
+        type="log",
+        range=yrange,
+        row=1,
+        col=1,
+        gridcolor="#eaeef2",
+        title_text="metric ratio (> 1: better)",
+        zeroline=False,
+    )
+    fig.update_yaxes(row=2, col=1, gridcolor="#eaeef2", ticksuffix="%", zerolinecolor="#818b98")
+    fig.update_xaxes(
+        type="category",
+        categoryorder="array",
+        categoryarray=frame["x"].to_list(),
+        tickfont={"size": 11},
+    )
+    fig.update_annotations(font={"size": 13, "color": "#59636e"})
+    return fig
+
+
+def _timeline_gate(fig: go.Figure, gate: float, gate_pct: float) -> None:
+    """The gate as a band from 1 to 1 + min_improvement_pct/100 (and as a line for the median)."""
+    common = {"row": 1, "col": 1, "exclude_empty_subplots": False}
+    fig.add_hrect(y0=1.0, y1=gate, fillcolor="#d4a72c", opacity=0.18, line_width=0, **common)
+    fig.add_hline(y=1.0, line={"color": "#818b98", "width": 1, "dash": "dash"}, **common)
+    for row, y, label in ((1, gate, f"gate ×{gate:.4g}"), (2, gate_pct, f"gate {gate_pct:g}%")):
+        fig.add_hline(
+            y=y,
+            row=row,
+            col=1,
+            exclude_empty_subplots=False,
+            line={"color": "#9a6700", "width": 1.5},
+            annotation_text=label,
+            annotation_position="top left",
+            annotation_font={"color": "#9a6700", "size": 11},
+        )
+
+
+def _timeline_missing(fig: go.Figure, frame: pl.DataFrame) -> None:
+    """Attempts without a paired estimate still get a mark, at 1, so none is silently absent."""
+    part = frame.filter(pl.col("paired_estimate").is_null())
+    if part.is_empty():
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=part["x"].to_list(),
+            y=[1.0] * part.height,
+            mode="markers+text",
+            name="no paired estimate",
+            text=["n/a"] * part.height,
+            textposition="top center",
+            textfont={"color": "#818b98", "size": 10},
+            marker={"symbol": "line-ew-open", "size": 14, "color": "#818b98"},
+            hovertext=[_timeline_hover(r) for r in part.iter_rows(named=True)],
+            hoverinfo="text",
+        ),
+        row=1,
+        col=1,
+    )
+
+
+def _timeline_best(fig: go.Figure, frame: pl.DataFrame, top: float) -> None:
+    best = frame.filter(pl.col("best"))
+    if best.is_empty():
+        return
+    y = [1.0 if v is None else min(v, top) for v in best["paired_estimate"]]
+    fig.add_trace(
+        go.Scatter(
+            x=best["x"].to_list(),
+            y=y,
+            mode="markers+text",
+            name="best attempt",
+            text=["best"] * best.height,
+            textposition="middle right",
+            textfont={"color": "#9a6700", "size": 12},
+            marker={"symbol": "circle-open", "size": 26, "color": "#d4a72c", "line": {"width": 3}},
+            hoverinfo="skip",
+        ),
+        row=1,
+        col=1,
+    )
+
+
+def _explanation_legend(fig: go.Figure, frame: pl.DataFrame) -> None:
+    """Legend entries for the marker symbols (explanations present in this campaign)."""
+    for explanation in frame["explanation"].unique().sort():
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=explanation,
+                legendgroup="explanation",
+                legendgrouptitle={"text": "explanation (symbol)"},
+                marker={
+                    "symbol": EXPLANATION_SYMBOLS.get(explanation, "circle-open"),
+                    "color": "#57606a",
+                    "size": 10,
+                },
+            ),
+            row=1,
+            col=1,
+        )
+
+
+# -- the forest plot of one attempt ----------------------------------------------------------------
+_FAMILY = {"metric": 0, "share_speedup": 1, "region": 2, "region_normalized": 2, "counter": 3}
+
+
+def forest_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFrame:
+    """One row per comparison of an attempt, plus a row for every expectation without one.
+
+    An expectation's row is its evidence comparison (SPEC 5); a region or counter that never
+    appears has no comparison, so it gets an empty row of its own, marked unverifiable.
+    """
+    marks = outcomes.select(
+        pl.coalesce("evidence", "target").alias("quantity"),
+        "name",
+        "expect",
+        "outcome",
+        pl.col("reason").alias("outcome_reason"),
+    )
+    rows = comparisons.drop("campaign_id", "attempt_id").join(
+        marks, on=["quantity", "name"], how="full", coalesce=True
+    )
+    label = (
+        pl.when(pl.col("quantity") == "metric")
+        .then(pl.format("metric {}", pl.col("name")))
+        .when(pl.col("quantity") == "share_speedup")
+        .then(pl.lit("share speedup"))
+        .when(pl.col("quantity") == "region_normalized")
+        .then(pl.format("region {} / ref", pl.col("name")))
+        .otherwise(pl.format("{} {}", pl.col("quantity"), pl.col("name")))
+    )
+    missing = pl.col("status").is_null()  # an expectation with no comparison
+    return rows.with_columns(
+        label.alias("label"),
+        pl.col("estimate", "low", "high").fill_nan(None),  # never in SPEC data; JSON has no NaN
+        pl.col("quantity").replace_strict(_FAMILY, default=4).alias("family"),
+        pl.when(missing).then(pl.lit("unverifiable")).otherwise("status").alias("status"),
+        pl.when(missing)
+        .then(pl.coalesce("outcome_reason", pl.lit("never appears")))
+        .otherwise("reason")
+        .alias("reason"),
+        pl.col("direction").replace_strict(_DIRECTION_CLASS, default="none").alias("dclass"),
+    ).sort("family", "name", "quantity")
+
+
+def _reading(quantity: str, estimate: float, higher_is_better: bool) -> str:
+    """The ratio in words: what the candidate's value is relative to the baseline's."""
+    if math.isinf(estimate):
+        return "the candidate's value is 0 (vanished)"
+    if estimate <= 0:  # exp() underflow: nothing sensible to say
+        return ""
+    if quantity == "share_speedup":
+        return f"speedup of the whole breakdown estimated ×{estimate:.4f} (if the reference held)"
+    if quantity == "metric" and higher_is_better:
+        return f"candidate {(estimate - 1) * 100:+.2f}% vs baseline (higher is better)"
+    return f"candidate {(1 / estimate - 1) * 100:+.2f}% vs baseline"
+
+
+def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
+    est, low, high = row["estimate"], row["low"], row["high"]
+    lines = [f"<b>{esc(row['label'])}</b>"]
+    if est is None:
+        lines.append(f"unverifiable: {esc(row['reason'])}")
+    else:
+        interval = f"[{fmt_number(low)}, {fmt_number(high)}]" if low is not None else "no interval"
+        lines.append(f"ratio {fmt_number(est)} {interval}")
+        lines.append(_reading(row["quantity"], est, higher_is_better))
+    lines.append(
+        f"n = {row['n_pairs'] if row['n_pairs'] is not None else 0} pairs · "
+        f"direction {esc(row['direction'] or 'n/a')} · {esc(row['status'])}"
+    )
+    if row["status"] == "unverifiable" and est is not None:
+        lines.append(f"reason: {esc(row['reason'])}")
+    if row["outcome"] is not None:
+        lines.append(f"expected {esc(row['expect'])}: <b>{esc(row['outcome'])}</b>")
+    return "<br>".join(lines)
+
+
+_DIRECTION_NAMES = {
+    "down": "ratio > 1 (candidate smaller / better)",
+    "up": "ratio < 1",
+    "none": "interval spans 1",
+    "unverifiable": "unverifiable (no interval)",
+}
+
+
+def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> Figure:
+    """Every comparison of one attempt on a log ratio axis, with its expectation outcomes."""
+    labels = [esc(v) for v in rows["label"]]
+    xrange = log_range([*rows["estimate"], *rows["low"], *rows["high"]], include=(1.0, gate))
+    edge = 10 ** xrange[1]
+    hover = [_forest_hover(r, higher_is_better) for r in rows.iter_rows(named=True)]
+    shown = rows.with_columns(pl.Series("y", labels), pl.Series("hover", hover, dtype=pl.String))
+    height = forest_height(rows.height)
+    one = {"type": "line", "xref": "x", "yref": "paper", "x0": 1.0, "x1": 1.0, "y0": 0, "y1": 1,
+           "line": {"color": "#57606a", "width": 1.2}}  # fmt: skip
+    gates = [  # the gate, where it applies: the metric's row
+        {"type": "rect", "xref": "x", "yref": "y", "x0": 1.0, "x1": gate, "y0": i - 0.42,
+         "y1": i + 0.42, "fillcolor": "#d4a72c", "opacity": 0.25, "line": {"width": 0},
+         "layer": "below"}
+        for i, q in enumerate(rows["quantity"]) if q == "metric"
+    ]  # fmt: skip
+    layout = _base_layout(
+        height=height,
+        margin={"l": 10, "r": 215, "t": 10, "b": 70},
+        showlegend=True,
+        hovermode="closest",
+        legend={"orientation": "h", "y": -70 / height, "x": 0, "yanchor": "top",
+                "font": {"size": 11}},
+        shapes=[one, *gates],
+        annotations=_outcome_annotations(shown),
+        xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
+               "title": {"text": "ratio baseline / candidate (metric: > 1 = better), log scale",
+                         "font": {"size": 11, "color": "#59636e"}}},
+        yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
+               "autorange": "reversed", "automargin": True, "gridcolor": "#f3f5f7"},
+    )  # fmt: skip
+    traces = [
+        *_forest_points(shown, edge),
+        *_forest_no_estimate(shown),
+        *_forest_infinite(shown, edge),
+    ]
+    return {"data": traces, "layout": layout}
+
+
+def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
+    """Estimates and interval segments, one pair of traces per direction class."""
+    traces: list[dict[str, Any]] = []
+    unverifiable = pl.col("status") == "unverifiable"
+    for dclass, colour in DIRECTION_COLOURS.items():
+        cond = (
+            unverifiable
+            if dclass == "unverifiable"
+            else ~unverifiable & (pl.col("dclass") == dclass)
+        )
+        part = shown.filter(cond & pl.col("estimate").is_not_null())
+        if part.is_empty():
+            continue
+        spans = part.filter(pl.col("low").is_not_null() & pl.col("high").is_not_null())
+        if spans.height:  # segments low..high, separated by gaps (None)
+            xs = [
+                v
+                for lo, hi in zip(spans["low"], spans["high"], strict=True)
+                for v in (lo, min(hi, edge), None)
+            ]
+            ys = [v for y in spans["y"] for v in (y, y, None)]
+            traces.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines",
+                           "showlegend": False, "legendgroup": dclass, "hoverinfo": "skip",
+                           "line": {"color": colour, "width": 2.5}})  # fmt: skip
+        hollow = dclass == "unverifiable"
+        traces.append({
+            "type": "scatter", "x": [min(v, edge) for v in part["estimate"]],
+            "y": part["y"].to_list(), "mode": "markers", "name": _DIRECTION_NAMES[dclass],
+            "legendgroup": dclass, "hovertext": part["hover"].to_list(), "hoverinfo": "text",
+            "marker": {"color": "#ffffff" if hollow else colour, "size": 9,
+                       "symbol": "diamond" if hollow else "circle",
+                       "line": {"color": colour, "width": 2}},
+        })  # fmt: skip
+    return traces
+
+
+def forest_height(n_rows: int) -> int:
+    return 110 + 28 * max(n_rows, 2)
+
+
+def _forest_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
+    """Rows with no estimate at all: their reason written on the plot at ratio 1."""
+    part = shown.filter(pl.col("estimate").is_null())
+    if part.is_empty():
+        return []
+    return [{
+        "type": "scatter", "x": [1.0] * part.height, "y": part["y"].to_list(), "mode": "text",
+        "showlegend": False, "text": [f"unverifiable: {esc(r)}" for r in part["reason"]],
+        "textposition": "middle right", "hovertext": part["hover"].to_list(), "hoverinfo": "text",
+        "textfont": {"color": DIRECTION_COLOURS["unverifiable"], "size": 11},
+    }]  # fmt: skip
+
+
+def _forest_infinite(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
+    """An interval or estimate at +inf (the quantity vanished) runs to the edge, marked ∞."""
+    part = shown.filter(pl.col("high").is_infinite() | pl.col("estimate").is_infinite())
+    if part.is_empty():
+        return []
+    return [{
+        "type": "scatter", "x": [edge] * part.height, "y": part["y"].to_list(), "mode": "text",
+        "text": ["∞"] * part.height, "textposition": "top left", "showlegend": False,
+        "hoverinfo": "skip", "textfont": {"size": 14, "color": "#1f2328"},
+    }]  # fmt: skip
+
+
+def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
+    """Each expectation's outcome written at the right of its quantity's row."""
+    marked = shown.filter(pl.col("outcome").is_not_null())
+    return [
+        {
+            "xref": "paper",
+            "yref": "y",
+            "x": 1.01,
+            "y": y,
+            "xanchor": "left",
+            "showarrow": False,
+            "align": "left",
+            "text": f"<b>{esc(outcome)}</b> · expect {esc(expect)}",
+            "font": {"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 11},
+        }
+        for y, outcome, expect in zip(marked["y"], marked["outcome"], marked["expect"], strict=True)
+    ]

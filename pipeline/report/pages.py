@@ -1,0 +1,551 @@
+"""The report's HTML: the sections of a campaign's page, the page itself and the index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import polars as pl
+from plotly.offline import get_plotlyjs
+
+from pipeline import __version__
+from pipeline.policy import POLICY_FIELDS
+from pipeline.report.data import VERDICT_COLUMNS, CampaignData
+from pipeline.report.figures import (
+    PLOT_CONFIG,
+    figure_block,
+    forest_figure,
+    forest_height,
+    forest_rows,
+    timeline_figure,
+)
+from pipeline.report.style import (
+    EXPLANATION_COLOURS,
+    OUTCOME_COLOURS,
+    VERDICT_COLOURS,
+    esc,
+    fmt_number,
+    fmt_pct,
+    script_json,
+)
+
+TEMPLATE = Path(__file__).with_name("template.html")
+NAV_ATTEMPTS = 24  # attempts linked from the sticky navigation bar; more would bury the page
+
+
+def badge(text: object, colour: str | None, *, outline: bool = False) -> str:
+    if text is None:
+        return '<span class="null">—</span>'
+    cls = "badge outline" if outline else "badge"
+    style = f"color:{colour}" if outline else f"background:{colour or '#6e7781'}"
+    return f'<span class="{cls}" style="{style}">{esc(text)}</span>'
+
+
+def verdict_badge(verdict: str | None) -> str:
+    return badge(verdict, VERDICT_COLOURS.get(verdict or ""))
+
+
+def explanation_badge(explanation: str | None) -> str:
+    return badge(explanation, EXPLANATION_COLOURS.get(explanation or ""), outline=True)
+
+
+def outcome_badge(outcome: str | None) -> str:
+    return badge(outcome, OUTCOME_COLOURS.get(outcome or ""))
+
+
+def cell(value: object, column: str) -> str:
+    """One table cell: badges for closed vocabularies, fixed decimals for numbers."""
+    if value is None:
+        return '<td class="null">—</td>'
+    if column == "attempt_id":
+        return f'<td><a href="#attempt-{esc(value)}">{esc(value)}</a></td>'
+    if column in ("verdict", "median_verdict", "paired_verdict", "frozen_verdict"):
+        return f"<td>{verdict_badge(str(value))}</td>"
+    if column == "explanation":
+        return f"<td>{explanation_badge(str(value))}</td>"
+    if column == "outcome":
+        return f"<td>{outcome_badge(str(value))}</td>"
+    if column == "improvement_pct":
+        return f'<td class="num">{fmt_pct(float(value))}</td>'  # type: ignore[arg-type]
+    if isinstance(value, bool):
+        return f"<td>{'yes' if value else 'no'}</td>"
+    if isinstance(value, float):
+        return f'<td class="num">{fmt_number(value)}</td>'
+    if isinstance(value, int):
+        return f'<td class="num">{value}</td>'
+    if column == "message":
+        return f'<td class="text">{esc(value)}</td>'
+    mono = ' class="mono"' if column.endswith("sha256") or column in ("expected", "actual") else ""
+    return f"<td{mono}>{esc(value)}</td>"
+
+
+def html_table(
+    frame: pl.DataFrame,
+    columns: Sequence[str],
+    *,
+    row_class: Callable[[dict[str, Any]], str] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> str:
+    head = "".join(f"<th>{esc((headers or {}).get(c, c))}</th>" for c in columns)
+    rows = []
+    for row in frame.iter_rows(named=True):
+        cls = row_class(row) if row_class else ""
+        attr = f' class="{cls}"' if cls else ""
+        rows.append(f"<tr{attr}>" + "".join(cell(row.get(c), c) for c in columns) + "</tr>")
+    return (
+        f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+# -- HTML sections ---------------------------------------------------------------------------------
+def header_html(data: CampaignData, index_href: str | None) -> str:
+    back = f' · <a href="{esc(index_href)}">all campaigns</a>' if index_href else ""
+    return (
+        '<header class="top"><div class="brand">explain-pipeline report'
+        f"{back}</div><h1>{esc(data.campaign_id)}</h1></header>"
+    )
+
+
+def nav_html(data: CampaignData) -> str:
+    links = [("summary", "Summary")]
+    if data.blocked:
+        links.append(("integrity", "Integrity errors"))
+    else:
+        links += [("timeline", "Timeline"), ("verdicts", "Verdicts")]
+        if data.what_if is not None:
+            links.append(("what-if", "What-if"))
+    items = [f'<a href="#{a}">{esc(t)}</a>' for a, t in links]
+    ids = (data.attempts if data.blocked else data.assessments)["attempt_id"]
+    if 0 < ids.len() <= NAV_ATTEMPTS:
+        items.append('<span class="sep">|</span>')
+        items += [f'<a href="#attempt-{esc(a)}">{esc(a)}</a>' for a in ids]
+    elif ids.len():  # too many for a sticky bar: the tables link every attempt instead
+        items.append(f'<a href="#attempts">Attempts ({ids.len()})</a>')
+    return f'<nav class="toc">{"".join(items)}</nav>'
+
+
+def _kv(key: str, value_html: str) -> str:
+    return f'<div class="kv"><div class="k">{esc(key)}</div><div class="v">{value_html}</div></div>'
+
+
+def summary_html(data: CampaignData) -> str:
+    c = data.campaign
+    if data.blocked:
+        status = badge(f"blocked · {data.integrity.height} integrity error(s)", "#82071e")
+    elif data.assessments.is_empty():
+        status = badge("no attempts", "#6e7781")
+    else:
+        status = " ".join(
+            f"{verdict_badge(v)}&nbsp;×&nbsp;{n}"
+            for v in VERDICT_COLOURS
+            if (n := int((data.assessments["verdict"] == v).sum()))
+        )
+    cards = [
+        _kv(
+            "metric",
+            f"{esc(c['metric_name'])} <span class='null'>({esc(c['metric_better'])} "
+            "is better)</span>",
+        ),
+        _kv("kind", esc(c["kind"])),
+        _kv("created", esc(c["created_at"])),
+        _kv("status", status),
+    ]
+    best = data.assessments.filter(pl.col("best"))
+    if best.height:
+        b = best.row(0, named=True)
+        cards.append(
+            _kv(
+                "best attempt",
+                f'<a href="#attempt-{esc(b["attempt_id"])}">'
+                f"{esc(b['attempt_id'])}</a> · {esc(b['candidate'])}",
+            )
+        )
+    elif not data.blocked and data.assessments.height:
+        cards.append(_kv("best attempt", '<span class="null">none eligible</span>'))
+    policy = {f: c[f] for f in POLICY_FIELDS}
+    policy_row = pl.DataFrame([policy], schema={f: pl.String for f in POLICY_FIELDS}, strict=False)
+    return (
+        '<section id="summary"><h2>Campaign</h2>'
+        + _stale_banner(data)
+        + f'<div class="grid">{"".join(cards)}</div>'
+        + "<h4>Frozen policy</h4>"
+        + html_table(policy_row.cast(pl.String), POLICY_FIELDS)
+        + f'<p class="note">policy_sha256 <code>{esc(c["policy_sha256"])}</code>'
+        + (
+            " (recorded; matches the canonical policy)"
+            if c["policy_sha256"] == c["policy_sha256_actual"]
+            else f" (recorded) ≠ <code>{esc(c['policy_sha256_actual'])}</code> (canonical policy)"
+        )
+        + "</p></section>"
+    )
+
+
+def _stale_banner(data: CampaignData) -> str:
+    if data.stale.is_empty():
+        return ""
+    items = "".join(f"<li><b>{esc(a)}</b>: {esc(p)}</li>" for a, p in data.stale.iter_rows())
+    return (
+        '<div class="banner warn"><b>The stored verdicts are out of date</b> for these attempts; '
+        f"run <code>explain-pipeline assess {esc(data.campaign_id)}</code> and report again."
+        f"<ul>{items}</ul></div>"
+    )
+
+
+def integrity_html(data: CampaignData) -> str:
+    frame = data.integrity.with_columns(pl.col("attempt_id").fill_null("(campaign)").alias("where"))
+    return (
+        '<section id="integrity"><h2>Integrity errors</h2>'
+        '<div class="banner blocked"><b>This campaign is blocked.</b> Its inputs changed or were '
+        "declared out of order (SPEC §6), so no verdict is issued for any of its attempts. Fix "
+        "the inputs, ingest again and assess.</div>"
+        + html_table(frame, ("where", "code", "message", "expected", "actual"))
+        + "</section>"
+    )
+
+
+def timeline_html(data: CampaignData) -> str:
+    if data.assessments.is_empty():
+        return ""
+    height = 520
+    return (
+        '<section id="timeline"><h2>Timeline</h2>'
+        '<p class="note">Per round: the paired estimate of the metric ratio with its '
+        f"{data.campaign['confidence']:.0%} interval (log scale), the gate "
+        f"×{1 + data.campaign['min_improvement_pct'] / 100:.4g} as a band from 1, and below it "
+        "the median-rule improvement. Colour: final verdict; symbol: explanation; the best "
+        "attempt is circled.</p>"
+        + figure_block(timeline_figure(data), "plot-timeline", height, "campaign timeline")
+        + "</section>"
+    )
+
+
+# The verdict table shows the columns of `assess`'s table output; every column is one click away.
+SUMMARY_COLUMNS = (
+    "round",
+    "attempt_id",
+    "candidate",
+    "n_pairs",
+    "improvement_pct",
+    "paired",
+    "share_speedup",
+    "explanation",
+    "verdict",
+    "reason",
+    "eligible",
+    "best",
+)
+SUMMARY_HEADERS = {
+    "attempt_id": "attempt",
+    "n_pairs": "pairs",
+    "improvement_pct": "median %",
+    "paired": "paired [low, high]",
+    "share_speedup": "share",
+}
+
+
+def paired_text(estimate: float | None, low: float | None, high: float | None) -> str | None:
+    if estimate is None:
+        return None
+    interval = f" [{fmt_number(low)}, {fmt_number(high)}]" if low is not None else ""
+    return fmt_number(estimate) + interval
+
+
+def verdicts_html(data: CampaignData) -> str:
+    a = data.assessments
+    paired = [
+        paired_text(*r)
+        for r in a.select("paired_estimate", "paired_low", "paired_high").iter_rows()
+    ]
+    summary = a.with_columns(pl.Series("paired", paired, dtype=pl.String))
+
+    def best(row: Mapping[str, Any]) -> str:
+        return "best" if row["best"] else ""
+
+    return (
+        '<section id="verdicts"><h2>Verdicts</h2>'
+        f'<p class="note">Decision <b>{esc(data.campaign["decision"])}</b>, require_explanation '
+        f"<b>{esc(str(data.campaign['require_explanation']).lower())}</b>: the campaign's frozen "
+        "policy. The best attempt's row is highlighted.</p>"
+        + html_table(summary, SUMMARY_COLUMNS, headers=SUMMARY_HEADERS, row_class=best)
+        + '<details id="all-columns"><summary>every column of the assessments table</summary>'
+        + html_table(a, VERDICT_COLUMNS, row_class=best)
+        + "</details></section>"
+    )
+
+
+def what_if_html(data: CampaignData) -> str:
+    if data.what_if is None or data.what_if_overrides is None:
+        return ""
+    overrides = ", ".join(f"{k}={v}" for k, v in data.what_if_overrides.items())
+    frozen = data.assessments.select(
+        "attempt_id",
+        pl.col("verdict").alias("frozen_verdict"),
+        pl.col("reason").alias("frozen_reason"),
+    )
+    joined = data.what_if.join(frozen, on="attempt_id", how="left").sort("round", "attempt_id")
+    columns = (
+        "attempt_id",
+        "round",
+        "candidate",
+        "frozen_verdict",
+        "frozen_reason",
+        "decision",
+        "require_explanation",
+        "verdict",
+        "reason",
+        "eligible",
+        "best",
+    )
+    return (
+        '<section id="what-if"><h2>What-if verdicts</h2>'
+        f'<div class="banner whatif"><b>What-if: {esc(overrides)}.</b> Computed for comparison '
+        "under another policy; never stored, and it does not replace the campaign's frozen "
+        "verdicts above. Rows whose verdict differs are highlighted.</div>"
+        + html_table(
+            joined,
+            columns,
+            headers={
+                "verdict": "what-if verdict",
+                "reason": "what-if reason",
+                "eligible": "what-if eligible",
+                "best": "what-if best",
+            },
+            row_class=lambda r: "changed" if r["verdict"] != r["frozen_verdict"] else "",
+        )
+        + "</section>"
+    )
+
+
+def _hypothesis_html(hypothesis: str | None) -> str:
+    if hypothesis is None:
+        return '<blockquote class="hypothesis none">no mechanism declared</blockquote>'
+    return f'<blockquote class="hypothesis">{esc(hypothesis)}</blockquote>'
+
+
+def _unverifiable_html(rows: pl.DataFrame) -> str:
+    part = rows.filter(pl.col("status") == "unverifiable")
+    if part.is_empty():
+        return '<p class="note">none: every quantity has an interval.</p>'
+    items = "".join(
+        f"<li><b>{esc(r['label'])}</b> — {esc(r['reason'])} "
+        f"<span class='null'>(n = {r['n_pairs'] or 0} pairs"
+        + (f", estimate {fmt_number(r['estimate'])}" if r["estimate"] is not None else "")
+        + ")</span></li>"
+        for r in part.iter_rows(named=True)
+    )
+    return f'<ul class="plain">{items}</ul>'
+
+
+def _legend_html() -> str:
+    swatches = "".join(
+        f'<span><span class="swatch" style="background:{c}"></span>{esc(o)}</span>'
+        for o, c in OUTCOME_COLOURS.items()
+    )
+    return f'<div class="legend">expectation outcomes: {swatches}</div>'
+
+
+def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str | None) -> str:
+    """Title, badges (verdict, explanation, best, what-if verdict) and the attempt's numbers."""
+    what_if_badge = (
+        badge(f"what-if {what_if}", VERDICT_COLOURS.get(what_if), outline=True) if what_if else ""
+    )
+    counts = (
+        f"{row['n_pairs']} pairs · ok runs {row['n_baseline_ok']} baseline / "
+        f"{row['n_candidate_ok']} candidate · unpaired {row['n_unpaired_baseline']} / "
+        f"{row['n_unpaired_candidate']} · failed {row['n_failed']}"
+    )
+    return (
+        f'<div class="attempt-head"><h3>Round {row["round"]} · {esc(row["attempt_id"])}</h3>'
+        f"{verdict_badge(row['verdict'])} {explanation_badge(row['explanation'])}"
+        + (badge("best", "#d4a72c") if row["best"] else "")
+        + what_if_badge
+        + f"<span class='meta'>candidate <b>{esc(row['candidate'])}</b> vs baseline "
+        f"<b>{esc(info.get('baseline'))}</b> · status {esc(row['status'])}</span></div>"
+        f'<p class="note">{esc(counts)} · verdict reason: {esc(row["reason"] or "—")} · '
+        f"median {fmt_pct(row['improvement_pct'])} · paired "
+        f"{fmt_number(row['paired_estimate'])} [{fmt_number(row['paired_low'])}, "
+        f"{fmt_number(row['paired_high'])}]</p>"
+    )
+
+
+def _expectations_html(outcomes: pl.DataFrame) -> str:
+    if outcomes.is_empty():
+        return '<p class="note">no expectations declared.</p>'
+    return html_table(
+        outcomes.with_columns(pl.format("{} {}", "target", "name").alias("expectation")),
+        ("expectation", "expect", "outcome", "reason", "evidence", "direction"),
+    )
+
+
+def attempt_html(
+    data: CampaignData, row: Mapping[str, Any], info: Mapping[str, Any], what_if: str | None
+) -> str:
+    """One attempt: verdict line, hypothesis, forest plot, expectations and unverifiable list."""
+    aid = row["attempt_id"]
+    outcomes = data.outcomes.filter(pl.col("attempt_id") == aid).sort("position")
+    rows = forest_rows(data.comparisons.filter(pl.col("attempt_id") == aid), outcomes)
+    gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
+    higher = data.campaign["metric_better"] == "higher"
+    plot = (
+        figure_block(
+            forest_figure(rows, gate=gate, higher_is_better=higher),
+            f"plot-attempt-{aid}",
+            forest_height(rows.height),
+            f"forest plot of the comparisons of attempt {aid}",
+        )
+        if rows.height
+        else '<p class="note">No comparison: the attempt has no paired runs.</p>'
+    )
+    return (
+        f'<article id="attempt-{esc(aid)}">'
+        + _attempt_head(row, info, what_if)
+        + _hypothesis_html(info.get("hypothesis"))
+        + f'<div class="split"><div class="plot">{plot}</div>'
+        + '<div class="side"><h4>Expectations</h4>'
+        + _legend_html()
+        + _expectations_html(outcomes)
+        + "<h4>Unverifiable quantities</h4>"
+        + _unverifiable_html(rows)
+        + "</div></div></article>"
+    )
+
+
+def blocked_attempt_html(info: Mapping[str, Any], expectations: pl.DataFrame) -> str:
+    """A blocked campaign's attempt: what was declared, never a verdict."""
+    aid = info["attempt_id"]
+    declared = expectations.filter(pl.col("attempt_id") == aid).sort("position")
+    listing = (
+        html_table(declared, ("target", "name", "expect"))
+        if declared.height
+        else '<p class="note">no expectations declared.</p>'
+    )
+    return (
+        f'<article id="attempt-{esc(aid)}"><div class="attempt-head">'
+        f"<h3>Round {info['round']} · {esc(aid)}</h3><span class='meta'>candidate "
+        f"<b>{esc(info['candidate'])}</b> vs baseline <b>{esc(info['baseline'])}</b> · status "
+        f"{esc(info['status'])} · not assessed: the campaign is blocked</span></div>"
+        + _hypothesis_html(info.get("hypothesis"))
+        + "<h4>Declared expectations</h4>"
+        + listing
+        + "</article>"
+    )
+
+
+def attempts_html(data: CampaignData) -> str:
+    infos = {r["attempt_id"]: r for r in data.attempts.iter_rows(named=True)}
+    if data.blocked:
+        articles = [blocked_attempt_html(i, data.expectations) for i in infos.values()]
+    else:
+        what_if: dict[str, str] = (
+            dict(data.what_if.select("attempt_id", "verdict").iter_rows())
+            if data.what_if is not None
+            else {}
+        )
+        articles = [
+            attempt_html(
+                data, row, infos.get(row["attempt_id"], {}), what_if.get(row["attempt_id"])
+            )
+            for row in data.assessments.iter_rows(named=True)
+        ]
+    return f'<div id="attempts">{"".join(articles)}</div>'
+
+
+def footer_html() -> str:
+    return (
+        "<footer>Ratios are baseline / candidate, so &gt; 1 means the candidate is smaller (for "
+        "the metric: better). Intervals are paired bootstrap percentile intervals; their nominal "
+        "confidence is not calibrated in general (no interval under min_pairs pairs). "
+        "Normalization cancels only same-proportion change within a step; counters can move "
+        f"with cache residency or shared load. Generated by explain-pipeline {esc(__version__)}."
+        "</footer>"
+    )
+
+
+def page(title: str, body: str, *, with_plots: bool) -> str:
+    template = Template(TEMPLATE.read_text(encoding="utf-8"))
+    return template.substitute(
+        title=esc(title),
+        version=esc(__version__),
+        body=body,
+        plotlyjs=get_plotlyjs() if with_plots else "",
+        config=script_json(PLOT_CONFIG),
+    )
+
+
+def render_campaign(data: CampaignData, *, index_href: str | None = None) -> str:
+    """The whole HTML page of one campaign."""
+    if data.blocked:
+        sections = integrity_html(data)
+    else:
+        sections = timeline_html(data) + verdicts_html(data) + what_if_html(data)
+    body = (
+        header_html(data, index_href)
+        + nav_html(data)
+        + "<main>"
+        + summary_html(data)
+        + sections
+        + attempts_html(data)
+        + "</main>"
+        + footer_html()
+    )
+    return page(f"{data.campaign_id} · explain-pipeline report", body, with_plots=not data.blocked)
+
+
+# -- the index -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IndexEntry:
+    campaign_id: str
+    href: str | None  # None: no page written (never assessed)
+    data: CampaignData | None
+
+
+def index_row(entry: IndexEntry) -> str:
+    name = (
+        f'<a href="{esc(entry.href)}">{esc(entry.campaign_id)}</a>'
+        if entry.href
+        else esc(entry.campaign_id)
+    )
+    data = entry.data
+    if data is None:
+        hint = f"run <code>explain-pipeline assess {esc(entry.campaign_id)}</code>"
+        return f"<tr><td>{name}</td><td colspan='6' class='null'>not assessed: {hint}</td></tr>"
+    c, a = data.campaign, data.assessments
+    if data.blocked:
+        status = badge(f"blocked ({data.integrity.height})", "#82071e")
+    else:
+        counts = {v: int((a["verdict"] == v).sum()) for v in VERDICT_COLOURS}
+        status = " ".join(f"{verdict_badge(v)}&nbsp;{n}" for v, n in counts.items() if n)
+        if data.stale.height:
+            status += " " + badge("out of date", "#9a6700", outline=True)
+    best = a.filter(pl.col("best"))
+    best_text = (
+        f"{esc(best['attempt_id'][0])} · {esc(best['candidate'][0])}"
+        if best.height
+        else '<span class="null">—</span>'
+    )
+    return (
+        f"<tr><td>{name}</td><td>{esc(c['kind'])}</td><td>{esc(c['metric_name'])} "
+        f"({esc(c['metric_better'])})</td><td>{esc(c['decision'])}"
+        f"{' + explanation' if c['require_explanation'] else ''}</td>"
+        f"<td class='num'>{data.attempts.height}</td><td>{status}</td><td>{best_text}</td></tr>"
+    )
+
+
+def render_index(entries: Sequence[IndexEntry]) -> str:
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("campaign", "kind", "metric", "decision", "attempts", "verdicts", "best")
+    )
+    rows = "".join(index_row(e) for e in entries)
+    body = (
+        '<header class="top"><div class="brand">explain-pipeline report</div>'
+        "<h1>All campaigns</h1></header><main><section><h2>Campaigns</h2>"
+        '<p class="note">One self-contained page per campaign; each opens offline.</p>'
+        f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody>'
+        "</table></div></section></main>" + footer_html()
+    )
+    return page("explain-pipeline report · all campaigns", body, with_plots=False)

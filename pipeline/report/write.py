@@ -1,0 +1,77 @@
+"""Writing report files: one campaign's page, or every campaign's page with an index."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import UsageError
+from pipeline.report.data import NotAssessedError, load_campaign
+from pipeline.report.pages import IndexEntry, render_campaign, render_index
+from pipeline.store import Store
+
+
+def _write(path: Path, text: str) -> Path:
+    """Write via a temporary file and rename, so a reader never sees half a report."""
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; give a file name (a folder only with --all)")
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
+    return path
+
+
+def default_output(campaign_id: str | None) -> Path:
+    return Path("report") if campaign_id is None else Path(f"report-{campaign_id}.html")
+
+
+def campaign_file_name(campaign_id: str) -> str:
+    return f"campaign-{campaign_id}.html"
+
+
+def write_report(
+    store: Store, campaign_id: str, out: Path, *, what_if: Mapping[str, str] | None = None
+) -> Path:
+    """Write the report of one campaign to ``out``; returns the path written."""
+    return _write(out, render_campaign(load_campaign(store, campaign_id, what_if=what_if)))
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    index: Path
+    pages: list[Path]
+    not_assessed: list[str]
+
+
+def write_all(
+    store: Store, out_dir: Path, *, what_if: Mapping[str, str] | None = None
+) -> IndexResult:
+    """Write ``out_dir/index.html`` and one ``campaign-<id>.html`` per campaign beside it.
+
+    A campaign that was never assessed gets no page; the index lists it with the command to run.
+    """
+    campaign_ids = store.campaign_ids("campaigns")
+    if not campaign_ids:
+        raise UsageError(
+            f"store {store.root} has no campaigns: run `explain-pipeline ingest` first"
+        )
+    entries, pages = [], []
+    for cid in campaign_ids:
+        try:
+            data = load_campaign(store, cid, what_if=what_if)
+        except NotAssessedError:
+            entries.append(IndexEntry(cid, None, None))
+            continue
+        href = campaign_file_name(cid)
+        pages.append(_write(out_dir / href, render_campaign(data, index_href="index.html")))
+        entries.append(IndexEntry(cid, href, data))
+    index = _write(out_dir / "index.html", render_index(entries))
+    return IndexResult(index, pages, [e.campaign_id for e in entries if e.data is None])
