@@ -1,0 +1,87 @@
+"""The Python API: ``from pipeline import open_store, ingest, assess, query``.
+
+Four functions over one store, with the same rules and the same results as the commands
+(`explain-pipeline ingest | assess | query`); docs/python.md walks through them. Errors a caller can
+act on (an unknown campaign, bad SQL, a store that cannot be read) raise
+:class:`pipeline.errors.ExplainError` with the message the command would print; nothing is printed
+and nothing calls ``sys.exit``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+
+# `from pipeline import assess` would give this module's own function (pipeline/__init__.py keeps
+# the API names bound to the API), so the implementations are imported from their modules by name.
+from pipeline.assess import AssessResult
+from pipeline.assess import assess as _assess
+from pipeline.ingest import IngestReport
+from pipeline.ingest import ingest as _ingest
+from pipeline.query import run_sql
+from pipeline.store import Store, resolve_store_path
+
+PathLike = str | os.PathLike[str]
+WhatIfValue = str | bool | int | float
+
+
+def open_store(path: PathLike | None = None) -> Store:
+    """The store at ``path``; default ``$EXPLAIN_STORE``, else ``./.explain-store``.
+
+    The folder need not exist yet: the first :func:`ingest` creates it. Opening a store whose last
+    write was interrupted after its commit point finishes that write (see docs/contract.md, the
+    store).
+    """
+    return Store(resolve_store_path(path))
+
+
+def ingest(source: PathLike, store: Store, *, progress: bool = False) -> IngestReport:
+    """Validate the stored attempts under ``source`` and write them into ``store``.
+
+    ``source`` is an attempts folder (one subfolder per campaign) or a single campaign folder.
+    Rejected attempts do not raise: they are listed in ``report.attempts`` (``outcome ==
+    "rejected"``) and ``report.issues`` (one :class:`pipeline.validate.Issue` per problem, its
+    ``str()`` is the one-line message ``file:line: field "x": reason [code]``). A missing
+    ``source`` folder or a store that cannot be written raises ``ExplainError``.
+    """
+    return _ingest(Path(source), store, progress=progress)
+
+
+def assess(
+    store: Store,
+    campaign_ids: str | Sequence[str] | None = None,
+    *,
+    what_if: Mapping[str, WhatIfValue] | None = None,
+    write: bool = True,
+) -> AssessResult:
+    """Comparisons, outcomes and verdicts of the campaigns ``campaign_ids`` (None: every one).
+
+    The result's ``.assessments``, ``.comparisons`` and ``.outcomes`` are Polars DataFrames with the
+    columns of the tables of the same names; ``.blocked`` lists the integrity errors of blocked
+    campaigns (they get no rows elsewhere) and ``.exit_code`` is what the command would exit with.
+    Results are written to the store unless ``write=False``. ``what_if`` (e.g.
+    ``{"decision": "paired", "require_explanation": True}``) computes verdicts under another
+    policy for comparison and never writes; ``.frozen`` then holds the frozen policy's verdicts.
+    """
+    ids = [campaign_ids] if isinstance(campaign_ids, str) else campaign_ids
+    texts = None if what_if is None else {k: _text(v) for k, v in what_if.items()}
+    return _assess(store, ids, what_if=texts, write=write)
+
+
+def query(store: Store, sql: str) -> pl.DataFrame:
+    """The result of one SQL statement (Polars SQL) over every table of ``store``.
+
+    A table not written yet is empty with its columns. Bad SQL raises ``ExplainError``.
+    """
+    return run_sql(store, sql)
+
+
+def _text(value: WhatIfValue) -> str:
+    """A what-if value as the command line would spell it (True -> "true")."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+__all__ = ["AssessResult", "IngestReport", "Store", "assess", "ingest", "open_store", "query"]
