@@ -127,6 +127,7 @@ def timeline_figure(data: CampaignData) -> go.Figure:
             continue
         est = [clamp(v, top) for v in part["paired_estimate"]]
         high = [clamp(h, top) for h in part["paired_high"]]
+        low = [clamp(lo, top) for lo in part["paired_low"]]
         fig.add_trace(
             go.Scatter(
                 x=part["x"].to_list(),
@@ -153,7 +154,7 @@ def timeline_figure(data: CampaignData) -> go.Figure:
                     ],
                     "arrayminus": [
                         None if lo is None or e is None else e - lo
-                        for lo, e in zip(part["paired_low"], est, strict=True)
+                        for lo, e in zip(low, est, strict=True)
                     ],
                 },
                 hovertext=[_timeline_hover(r) for r in part.iter_rows(named=True)],
@@ -441,7 +442,7 @@ def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
             xs = [
                 v
                 for lo, hi in zip(spans["low"], spans["high"], strict=True)
-                for v in (lo, min(hi, edge), None)
+                for v in (min(lo, edge), min(hi, edge), None)  # +inf: at the edge
             ]
             ys = [v for y in spans["y"] for v in (y, y, None)]
             traces.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines",
