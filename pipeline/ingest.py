@@ -14,6 +14,7 @@ evidence (pipeline.integrity).
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -319,6 +320,7 @@ def attempt_frames(
                     "status": run.data["status"],
                     "metric": run.data.get("metric"),
                     "line": run.line,
+                    **_recording(run.data),
                 }
             )
             rows["breakdown"] += _breakdown_rows(key, run.data.get("breakdown") or {})
@@ -355,7 +357,26 @@ def _attempt_row(
         "n_lines": len(attempt.runs),
         "inputs_sha256": files.inputs_sha256,
         "source_dir": str(files.folder),
+        "order_seed": doc.get("order_seed"),
+        "recorder": doc.get("recorder"),
+        "environment": _json_text(doc.get("environment")),
     }
+
+
+def _recording(run: dict[str, Any]) -> dict[str, Any]:
+    """The recorder's optional fields of one run (null when absent)."""
+    started, finished = run.get("started_at"), run.get("finished_at")
+    return {
+        "order": run.get("order"),
+        "started_at": parse_timestamp(started) if started else None,
+        "finished_at": parse_timestamp(finished) if finished else None,
+    }
+
+
+def _json_text(value: dict[str, Any] | None) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _expectation_rows(cid: str, attempt: ValidAttempt) -> list[dict[str, Any]]:

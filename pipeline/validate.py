@@ -362,7 +362,10 @@ def check_document(
 # jsonschema costs about a millisecond per run line; nearly every line of real data is valid. This
 # check accepts only lines that certainly satisfy measurement.schema.json and every rule below
 # (a property test holds it to that); anything else takes the full path, which explains the error.
-_RUN_FIELDS = frozenset({"side", "repetition", "status", "metric", "breakdown", "counters"})
+_RUN_FIELDS = frozenset(
+    {"side", "repetition", "status", "metric", "breakdown", "counters", "order", "started_at",
+     "finished_at"}
+)
 
 
 def _plain_number(value: Any) -> bool:
@@ -385,6 +388,17 @@ def _plain_breakdown(breakdown: Any) -> bool:
     return all(map(_plain_number, values)) or all(map(_plain_numbers, values))
 
 
+def _plain_recording(doc: _Object) -> bool:
+    """The recorder's optional fields: order 0 or 1, timestamps RFC 3339."""
+    order = doc.get("order", 0)
+    stamps = [doc[k] for k in ("started_at", "finished_at") if k in doc]
+    return (
+        type(order) is int
+        and order in (0, 1)
+        and all(type(s) is str and parse_timestamp(s) is not None for s in stamps)
+    )
+
+
 def plainly_valid_run(doc: Any) -> bool:
     """True only for a run line that is valid beyond doubt (False says nothing)."""
     if type(doc) is not _Object or doc.repeated or not doc.keys() <= _RUN_FIELDS:
@@ -399,6 +413,7 @@ def plainly_valid_run(doc: Any) -> bool:
         and (status == "failed" or (metric is not None and metric > 0))
         and ("breakdown" not in doc or _plain_breakdown(doc["breakdown"]))
         and ("counters" not in doc or _plain_numbers(doc["counters"]))
+        and _plain_recording(doc)
     )
 
 
@@ -423,7 +438,7 @@ def _semantic_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, s
         value = doc.get(key)
         if isinstance(value, str) and not valid_id(value):
             yield (key,), "bad_id", f"must match ^{ID_PATTERN.pattern}$, got {describe(value)}"
-    for key in ("created_at", "declared_at", "started_at"):
+    for key in ("created_at", "declared_at", "started_at", "finished_at"):
         value = doc.get(key)
         if isinstance(value, str) and parse_timestamp(value) is None:
             yield (

@@ -31,6 +31,9 @@ STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [
     ("attempt", ("declared_at",), "attempts", "declared_at"),
     ("attempt", ("started_at",), "attempts", "started_at"),
     ("attempt", ("mechanism_sha256",), "attempts", "mechanism_sha256"),
+    ("attempt", ("order_seed",), "attempts", "order_seed"),
+    ("attempt", ("recorder",), "attempts", "recorder"),
+    ("attempt", ("environment",), "attempts", "environment"),
     ("mechanism", ("hypothesis",), "attempts", "hypothesis"),
     ("mechanism", ("expectations", "*", "target"), "expectations", "target"),
     ("mechanism", ("expectations", "*", "name"), "expectations", "name"),
@@ -39,6 +42,9 @@ STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [
     ("measurement", ("repetition",), "samples", "repetition"),
     ("measurement", ("status",), "samples", "status"),
     ("measurement", ("metric",), "samples", "metric"),
+    ("measurement", ("order",), "samples", "order"),
+    ("measurement", ("started_at",), "samples", "started_at"),
+    ("measurement", ("finished_at",), "samples", "finished_at"),
     ("measurement", ("breakdown", "*"), "breakdown", "seconds"),
     ("measurement", ("counters", "*"), "counters", "value"),
 ]
@@ -68,6 +74,8 @@ def _column_type(node: dict[str, Any]) -> str:
         return "string"
     if node.get("format") == "date-time":
         return "timestamp"
+    if node.get("type") == "object":  # stored as JSON text (attempt.json's environment)
+        return "string"
     return JSON_TO_COLUMN[node["type"]]
 
 

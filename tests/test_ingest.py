@@ -134,8 +134,8 @@ def test_bad_attempt_is_rejected_whole_and_others_ingested(
     assert outcomes(report) == {"r001": "ingested", "r002": "rejected"}
     assert report.exit_code == ExitCode.REJECTED
     assert [str(i) for i in report.issues] == [
-        f'{path}:3: field "x": is not a known field (known fields: breakdown, counters, metric, '
-        "repetition, side, status) [unknown_field]",
+        f'{path}:3: field "x": is not a known field (known fields: breakdown, counters, '
+        "finished_at, metric, order, repetition, side, started_at, status) [unknown_field]",
         f'{path}:5: field "metric": must be > 0 for an ok run, got -1 [not_positive]',
     ]
     for table in ("attempts", "samples", "breakdown", "counters", "expectations"):
@@ -332,3 +332,34 @@ def test_mechanism_that_appears_after_the_first_ingest_is_a_change(
         f"attempt r001: mechanism.json (sha256 {digest[:12]}…) appeared "
         "after the attempt was first ingested"
     )
+
+
+# -- the recorder's optional fields ---------------------------------------------------------
+def test_recorded_fields_are_stored_and_older_files_read_as_nulls(
+    tmp_path: Path, store: Store
+) -> None:
+    root = tmp_path / "attempts"
+    folder = write_example_campaign(root, attempts=("r001",))
+    environment = {"host": "box", "cpu_count": "2"}
+    runs = [
+        {**line, "order": (line["repetition"] + (line["side"] == "candidate")) % 2,
+         "started_at": f"2026-11-01T12:00:{i:02d}.25+01:00",
+         "finished_at": f"2026-11-01T12:00:{i:02d}.75+01:00"}
+        for i, line in enumerate(example_runs(6))
+    ]
+    recorded = {**example_attempt("r002", 2), "order_seed": 42,
+                "recorder": "explain-pipeline 0.1.0", "environment": environment}
+    write_attempt(folder, recorded, runs, mechanism=MECHANISM)
+    report = ingest(root, store)
+    assert report.issues == [] and report.exit_code == ExitCode.OK
+    attempts = store.read("attempts").sort("attempt_id")
+    assert attempts["order_seed"].to_list() == [None, 42]
+    assert attempts["recorder"].to_list() == [None, "explain-pipeline 0.1.0"]
+    assert attempts["environment"].to_list() == [None, '{"cpu_count":"2","host":"box"}']
+    samples = store.read("samples").sort("attempt_id", "line")
+    old, new = samples.partition_by("attempt_id", maintain_order=True)
+    assert old.select("order", "started_at", "finished_at").null_count().row(0) == (12, 12, 12)
+    assert new["order"].to_list() == [r["order"] for r in runs]
+    assert new["started_at"][0].isoformat() == "2026-11-01T11:00:00.250000+00:00"
+    assert (new["finished_at"] - new["started_at"]).dt.total_milliseconds().to_list() == [500] * 12
+    assert samples.schema["order"] == pl.Int64

@@ -112,6 +112,20 @@ def test_failed_run_may_have_a_zero_metric() -> None:
     assert lines_of(run(status="failed", metric=0)) == []
 
 
+def test_recorded_run_fields_are_valid() -> None:
+    recorded = run(order=1, started_at="2026-11-01T12:00:00.5Z", finished_at="2026-11-01T12:00:01Z")
+    assert lines_of(recorded) == []
+    assert plainly_valid_run(parse_json(json.dumps(recorded)))
+
+
+def test_recorded_run_fields_are_checked() -> None:
+    assert lines_of(run(order=2, finished_at="2026-11-01T12:00:01")) == [
+        f'{M}:1: field "order": must be <= 1, got 2 [out_of_range]',
+        f'{M}:1: field "finished_at": must be an RFC 3339 timestamp with a time zone, '
+        'got "2026-11-01T12:00:01" [bad_timestamp]',
+    ]
+
+
 def test_duplicate_run() -> None:
     assert lines_of(run(), run(side="candidate"), run(metric=0.05)) == [
         f'{M}:3: field "repetition": repeats the baseline run of repetition 0 (line 1) '
@@ -128,7 +142,7 @@ def test_value_not_in_the_enumeration() -> None:
 def test_unknown_field() -> None:
     assert lines_of(run(metrics=1)) == [
         f'{M}:1: field "metrics": is not a known field (known fields: breakdown, counters, '
-        "metric, repetition, side, status) [unknown_field]"
+        "finished_at, metric, order, repetition, side, started_at, status) [unknown_field]"
     ]
 
 
@@ -263,6 +277,15 @@ def test_rfc3339_timestamps_become_utc(text: str, iso: str) -> None:
 @pytest.mark.parametrize("text", ["2026-11-01", "2026-13-01T00:00:00Z", "2026-11-01T25:00:00Z"])
 def test_not_rfc3339(text: str) -> None:
     assert parse_timestamp(text) is None
+
+
+def test_recorded_attempt_fields() -> None:
+    recorded = {"order_seed": 7, "recorder": "explain-pipeline 0.1.0", "environment": {"cpu": "x"}}
+    assert attempt_issues(**recorded) == []
+    assert attempt_issues(order_seed=-1, environment={"cores": 2}) == [
+        f'{A}:9: field "order_seed": must be >= 0, got -1 [negative]',
+        f'{A}:11: field "environment.cores": must be a string, got 2 [wrong_type]',
+    ]
 
 
 def test_declared_at_needs_a_mechanism_digest() -> None:
@@ -400,6 +423,11 @@ RUN_FIELDS = {
         st.dictionaries(st.sampled_from(["s0", "s1"]), st.one_of(REGIONS, ANY_NUMBER), max_size=2),
     ),
     "counters": REGIONS,
+    "order": st.sampled_from([0, 1, 2, -1, 0.0, True, "0", None]),
+    "started_at": st.sampled_from(
+        ["2026-11-01T12:00:00.123456Z", "2026-11-01T12:00:00+02:00", "2026-11-01T12:00:00", "", 3]
+    ),
+    "finished_at": st.sampled_from(["2026-11-01T12:00:01Z", "2026-11-01 12:00", None]),
     "extra": st.just(1),
 }
 
