@@ -78,9 +78,16 @@ class Table:
         )
 
     def conform(self, frame: pl.LazyFrame) -> pl.LazyFrame:
-        """Select exactly this table's columns, in order, cast to their declared types."""
+        """Select exactly this table's columns, in order, cast to their declared types. A
+        nullable column the frame lacks (one added to the table later) becomes nulls."""
+        present = set(frame.collect_schema().names())
         return frame.select(
-            [pl.col(c.name).cast(_POLARS[c.type], strict=True) for c in self.columns]
+            [
+                (pl.col(c.name) if c.name in present or not c.nullable else pl.lit(None))
+                .cast(_POLARS[c.type], strict=True)
+                .alias(c.name)
+                for c in self.columns
+            ]
         )
 
     def empty(self) -> pl.DataFrame:
