@@ -23,7 +23,7 @@ import polars as pl
 from pipeline import explain, quantities, verdicts
 from pipeline.contracts import table
 from pipeline.errors import ExitCode, UsageError
-from pipeline.policy import policy_sha256
+from pipeline.policy import INTERVAL_METHODS, policy_sha256
 from pipeline.quantities import ATTEMPT
 from pipeline.store import Store, Transaction
 
@@ -33,7 +33,7 @@ DEFAULT_BATCH = 2000
 larger batches gain little speed and raise the peak memory."""
 
 VERDICT_KEYS = ("decision", "require_explanation", "min_improvement_pct")
-INTERVAL_KEYS = ("confidence", "resamples", "seed", "min_pairs")
+INTERVAL_KEYS = ("confidence", "resamples", "seed", "min_pairs", "interval")
 COUNT_COLUMNS = (
     "n_pairs",
     "n_baseline_ok",
@@ -110,6 +110,10 @@ def _checked(key: str, text: str) -> Any:
         return text
     if key == "require_explanation":
         return _bool(text)
+    if key == "interval":
+        if text not in INTERVAL_METHODS:
+            raise ValueError(f"expected {', '.join(INTERVAL_METHODS)}")
+        return text
     if key in ("resamples", "seed", "min_pairs"):
         value = int(text)
         lowest = {"resamples": 1, "seed": 0, "min_pairs": 5}[key]
@@ -239,6 +243,12 @@ def _reused(store: Store, previous: pl.DataFrame, fresh: pl.DataFrame, ids: list
         name: store.scan(name, ids).join(fresh.lazy(), on=ATTEMPT, how="semi").collect()
         for name in ("comparisons", "outcomes")
     }
+    # comparisons stored before `method` existed were all percentile intervals
+    stored["comparisons"] = stored["comparisons"].with_columns(
+        pl.when(pl.col("low").is_not_null())
+        .then(pl.col("method").fill_null("percentile"))
+        .alias("method")
+    )
     return _Facts(
         facts.select(FACT_COLUMNS), stored["comparisons"], stored["outcomes"], fresh.clear()
     )
@@ -369,7 +379,10 @@ def assess(
     integrity = store.read("integrity", ids)
     blocked = set(integrity["campaign_id"].to_list())
     live = [c for c in ids if c not in blocked]
-    campaigns = store.read("campaigns", live)
+    # campaigns ingested before the policy had `interval` use the percentile interval
+    campaigns = store.read("campaigns", live).with_columns(
+        pl.col("interval").fill_null("percentile")
+    )
     attempts = store.read("attempts", live)
     previous = store.read("assessments", live)
     got = _gather(store, campaigns, attempts, previous, batch_size)

@@ -164,15 +164,14 @@ def _quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
 
 
 def _bounds(
-    values: FloatArray, *, resamples: int, seed: int, confidence: float, chunk_bytes: int
+    values: FloatArray, *, resamples: int, seed: int, probs: FloatArray, chunk_bytes: int
 ) -> FloatArray:
-    """The interval's ends on the log scale, (2, Q), for validated ``values`` (n, Q)."""
+    """The interval's ends on the log scale, (2, Q), for validated ``values`` (n, Q), read at
+    the two quantile probabilities ``probs``."""
     n, width = values.shape
     infinite = np.isposinf(values)
     finite = np.where(infinite, 0.0, values)
     counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
-    alpha = (1.0 - confidence) / 2.0
-    probs = np.array([alpha, 1.0 - alpha])
     pos = _Positions.of(resamples, probs)
     bounds = np.empty((2, width))
     finite_t = np.ascontiguousarray(finite.T)  # (quantities, n): a chunk is a block of rows
@@ -213,11 +212,15 @@ def paired_intervals(
     resamples: int,
     seed: int,
     confidence: float,
+    probabilities: tuple[float, float] | None = None,
     chunk_bytes: int = 2 << 20,
 ) -> Intervals:
     """SPEC 4.2 for every column of ``x`` (n pairs ordered by repetition, Q quantities).
 
     Values must be finite or ``+inf``. The caller decides whether ``n`` is enough pairs.
+    ``probabilities``: read the same resample means at these two probabilities instead of
+    ``(1 - confidence) / 2`` and ``1 - (1 - confidence) / 2`` (the expanded percentile
+    interval, ``pipeline.intervals``).
     """
     values = np.asarray(x, dtype=np.float64)
     if values.ndim != 2 or values.shape[0] < 1:
@@ -227,7 +230,10 @@ def paired_intervals(
     # Equal columns have equal intervals: a counter that never moves gives the same x (zeros)
     # in every attempt, so each distinct column is bootstrapped once.
     distinct, inverse = np.unique(values, axis=1, return_inverse=True)
-    bounds = _bounds(distinct, resamples=resamples, seed=seed, confidence=confidence,
+    if probabilities is None:
+        alpha = (1.0 - confidence) / 2.0
+        probabilities = (alpha, 1.0 - alpha)
+    bounds = _bounds(distinct, resamples=resamples, seed=seed, probs=np.array(probabilities),
                      chunk_bytes=chunk_bytes)[:, inverse.ravel()]  # fmt: skip
     with np.errstate(over="ignore"):
         return Intervals(

@@ -14,9 +14,17 @@ POLICY_DEFAULTS: dict[str, Any] = {
     "resamples": 10000,
     "seed": 0,
     "min_pairs": 5,
+    "interval": "percentile",
 }
 POLICY_FIELDS: tuple[str, ...] = tuple(POLICY_DEFAULTS)
-"""The policy's fields, in SPEC 2.1's order; each is a column of table `campaigns`."""
+"""The policy's fields, in the documented order; each is a column of table `campaigns`."""
+
+INTERVAL_METHODS: tuple[str, ...] = ("percentile", "expanded_percentile", "student_t")
+"""Values of the policy field `interval` (docs/assess.md: interval methods)."""
+
+_OMITTED_WHEN_DEFAULT = ("interval",)
+"""Fields added after v1: left out of the canonical form when they hold their default, so a
+campaign written before they existed keeps its digest."""
 
 
 def with_defaults(policy: dict[str, Any]) -> dict[str, Any]:
@@ -25,10 +33,16 @@ def with_defaults(policy: dict[str, Any]) -> dict[str, Any]:
 
 
 def canonical_policy(policy: dict[str, Any]) -> bytes:
-    """SPEC 2.1: the defaults-filled policy, sorted keys, compact separators, UTF-8."""
-    return json.dumps(
-        with_defaults(policy), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8")
+    """The defaults-filled policy, sorted keys, compact separators, UTF-8; `interval` is left
+    out when it is `percentile` (campaigns written before the field existed keep their digest)."""
+    filled = {
+        k: v
+        for k, v in with_defaults(policy).items()
+        if not (k in _OMITTED_WHEN_DEFAULT and v == POLICY_DEFAULTS[k])
+    }
+    return json.dumps(filled, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8"
+    )
 
 
 def policy_sha256(policy: dict[str, Any]) -> str:

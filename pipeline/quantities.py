@@ -10,13 +10,13 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from pipeline.bootstrap import paired_intervals
 from pipeline.contracts import table
+from pipeline.intervals import method_intervals
 
 ATTEMPT = ["campaign_id", "attempt_id"]
 RUN = [*ATTEMPT, "side", "repetition"]
 QUANTITY = [*ATTEMPT, "quantity", "name"]
-INTERVAL_POLICY = ["seed", "resamples", "confidence"]
+INTERVAL_POLICY = ["seed", "resamples", "confidence", "interval"]
 
 Quantity = Literal["metric", "region", "region_normalized", "share_speedup", "counter"]
 Reason = Literal[
@@ -459,13 +459,14 @@ def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
 
 
 def intervals(summary: pl.DataFrame, pair_x: pl.LazyFrame) -> pl.DataFrame:
-    """Bootstrap every quantity due an interval: one `paired_intervals` call per group of equal
-    (n, seed, resamples, confidence), its x matrix pivoted as (n, Q) with rows by repetition.
-    Returns qid, estimate, low, high."""
+    """The interval of every quantity due one: one `method_intervals` call per group of equal
+    (n, seed, resamples, confidence, interval), its x matrix pivoted as (n, Q) with rows by
+    repetition. Returns qid, estimate, low, high, method."""
     due = summary.filter(pl.col("reason").is_null()).select(
         "qid", *QUANTITY, "n_pairs", *INTERVAL_POLICY
     )
-    schema = {"qid": pl.UInt32, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64}
+    schema = {"qid": pl.UInt32, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64,
+              "method": pl.String}  # fmt: skip
     if due.is_empty():
         return pl.DataFrame(schema=schema)
     group = ["n_pairs", *INTERVAL_POLICY]
@@ -477,17 +478,18 @@ def intervals(summary: pl.DataFrame, pair_x: pl.LazyFrame) -> pl.DataFrame:
     )
     out = []
     for key, part in long.partition_by(group, as_dict=True, maintain_order=True).items():
-        n, seed, resamples, confidence = key
+        n, seed, resamples, confidence, method = key
         qids = part["qid"].gather_every(int(n)).to_numpy()
         x = part["x"].to_numpy().reshape(len(qids), int(n)).T
-        result = paired_intervals(
-            x, resamples=int(resamples), seed=int(seed), confidence=float(confidence)
+        result = method_intervals(
+            x, method, resamples=int(resamples), seed=int(seed), confidence=float(confidence)
         )
         out.append(
             pl.DataFrame(
-                {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high},
+                {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high,
+                 "method": result.method},
                 schema=schema,
-            )
+            )  # fmt: skip
         )
     return pl.concat(out)
 

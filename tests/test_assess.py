@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
 
-from pipeline import quantities
+from pipeline import intervals
 from pipeline.assess import assess
 from pipeline.errors import ExitCode, UsageError
 from pipeline.ingest import ingest
@@ -179,13 +179,13 @@ def _files(s: Store) -> dict[str, int]:
 class Spy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.quantities = 0
-        real = quantities.paired_intervals
+        real = intervals.paired_intervals
 
         def spy(x: np.ndarray, **kw: Any) -> Any:
             self.quantities += x.shape[1]
             return real(x, **kw)
 
-        monkeypatch.setattr(quantities, "paired_intervals", spy)
+        monkeypatch.setattr(intervals, "paired_intervals", spy)
 
 
 def test_unchanged_inputs_recompute_nothing(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

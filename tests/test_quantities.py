@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, inputs, run
 
-from pipeline import quantities
+from pipeline import intervals, quantities
 from pipeline.quantities import comparisons
 
 RESAMPLES = 2000
@@ -329,13 +329,13 @@ def test_share_speedup_estimates_breakdown_speedup() -> None:
 
 def test_one_bootstrap_call_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[tuple[int, int], int]] = []
-    real = quantities.paired_intervals
+    real = intervals.paired_intervals
 
     def spy(x: np.ndarray, **kw: Any) -> Any:
         calls.append((x.shape, kw["seed"]))
         return real(x, **kw)
 
-    monkeypatch.setattr(quantities, "paired_intervals", spy)
+    monkeypatch.setattr(intervals, "paired_intervals", spy)
     rng = np.random.default_rng(2)
     attempts = []
     for i, (cid, n) in enumerate([("c1", 6), ("c1", 6), ("c1", 7), ("c2", 6)]):

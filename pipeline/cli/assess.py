@@ -17,7 +17,7 @@ from pipeline.quantities import ATTEMPT
 from pipeline.store import Store
 
 _COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", "direction",
-                      "status", "reason"]  # fmt: skip
+                      "status", "reason", "method"]  # fmt: skip
 _OUTCOME_FIELDS = ["position", "target", "name", "expect", "evidence", "direction", "outcome",
                    "reason"]  # fmt: skip
 _HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, high]",
@@ -35,7 +35,8 @@ _HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, 
     multiple=True,
     metavar="KEY=VALUE",
     help="Verdicts under another policy (decision, require_explanation, min_improvement_pct; "
-    "confidence, resamples, seed, min_pairs recompute the intervals). Never stored. Repeatable.",
+    "confidence, resamples, seed, min_pairs, interval recompute the intervals). Never stored. "
+    "Repeatable.",
 )
 def assess_command(
     campaign_id: str | None,
