@@ -10,7 +10,8 @@ import pytest
 
 from pipeline.cli import cli, main
 
-EXPECTED_COMMANDS = {"ingest", "assess", "query", "simulate", "calibrate", "report", "import"}
+EXPECTED_COMMANDS = {"ingest", "assess", "query", "simulate", "calibrate", "report", "import",
+                     "campaign", "round", "ab"}  # fmt: skip
 
 
 def test_every_command_of_the_spec_is_registered() -> None:

@@ -28,9 +28,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from pipeline.cli import assess, imports, ingest, query, report, simulate
+    from pipeline.cli import assess, imports, ingest, query, record, report, simulate
 
-    for module in (ingest, assess, query, simulate, report, imports):
+    for module in (ingest, assess, query, simulate, report, imports, record):
         for command in module.COMMANDS:
             cli.add_command(command)
 
@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: never a traceback for an error the user can act on."""
     try:
         result = cli.main(args=argv, prog_name="explain-pipeline", standalone_mode=False)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("aborted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(ExitCode.USAGE)

@@ -1,0 +1,360 @@
+"""`explain-pipeline campaign start|final`, `round` and `ab`: record campaigns, then assess them.
+
+Thin: options are parsed here and handed to pipeline.record; polars-backed modules are imported
+only by the commands that need them, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from pipeline.cli.common import store_option
+from pipeline.errors import EXIT_CODES_HELP, ExitCode
+
+if TYPE_CHECKING:
+    from pipeline.record.campaign import AbResult, FinalResult
+    from pipeline.record.rounds import RoundResult
+    from pipeline.record.runner import TraceOptions
+
+INT64_MAX = 2**63 - 1
+
+
+# -- campaign start / final -----------------------------------------------------------------
+@click.group("campaign", epilog=EXIT_CODES_HELP)
+def campaign_group() -> None:
+    """Start a campaign (its policy frozen from then on) or finish it (ingest + assess).
+
+    \b
+    Example:
+      explain-pipeline campaign start attempts/matmul --metric seconds --decision paired
+      explain-pipeline campaign final attempts/matmul
+    """
+
+
+@campaign_group.command("start", epilog=EXIT_CODES_HELP)
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--metric", required=True, help="Name of the end-to-end metric, e.g. seconds.")
+@click.option("--better", type=click.Choice(["lower", "higher"]), default="lower",
+              show_default=True, help="lower for a time, higher for a throughput.")
+@click.option("--kind", type=click.Choice(["project", "benchmark"]), default="project",
+              show_default=True, help="A benchmark campaign refuses mechanism declarations.")
+@click.option("--decision", type=click.Choice(["median", "paired"]), default=None,
+              help="Verdict rule (default median).")
+@click.option("--require-explanation", is_flag=True, default=False,
+              help="A PASS also needs its declared mechanism confirmed.")
+@click.option("--min-improvement-pct", type=click.FloatRange(min=0), default=None,
+              help="The gate, in percent (default 1.0).")
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=None, help="Interval confidence (default 0.95).")
+@click.option("--resamples", type=click.IntRange(1, INT64_MAX), default=None,
+              help="Bootstrap resamples (default 10000).")
+@click.option("--seed", type=click.IntRange(0, INT64_MAX), default=None,
+              help="Bootstrap seed (default 0).")
+@click.option("--min-pairs", type=click.IntRange(5, INT64_MAX), default=None,
+              help="Fewest pairs for an interval (default 5, at least 5).")
+@click.option("--interval", type=click.Choice(["percentile", "expanded_percentile", "student_t"]),
+              default="percentile", show_default=True, help="Interval method.")
+def start_command(folder: Path, metric: str, better: str, kind: str, interval: str,
+                  require_explanation: bool, **chosen: Any) -> int:  # fmt: skip
+    """Write FOLDER/campaign.json: the metric and the policy with every default filled in and
+    its digest. The folder name is the campaign id. Refused (exit 2) when the folder already
+    holds a campaign.json: the policy is frozen for the whole campaign.
+
+    \b
+    Example:
+      explain-pipeline campaign start attempts/matmul --metric seconds
+      explain-pipeline campaign start attempts/serve --metric tokens_per_s --better higher \\
+          --decision paired --require-explanation
+    """
+    from pipeline.record.campaign import start_campaign
+
+    policy = {k: v for k, v in chosen.items() if v is not None}
+    if require_explanation:
+        policy["require_explanation"] = True
+    if interval != "percentile":  # omitted when it is the default, so digests stay as before
+        policy["interval"] = interval
+    document = start_campaign(folder, metric=metric, better=better, kind=kind, policy=policy)
+    settings = " ".join(f"{k}={_value(v)}" for k, v in sorted(document["policy"].items()))
+    click.echo(f"started campaign {document['campaign_id']} in {folder}")
+    click.echo(f"  metric {metric} ({better} is better), kind {kind}")
+    click.echo(f"  policy {settings}")
+    click.echo(f"  policy_sha256 {document['policy_sha256']}")
+    click.echo(f"next: explain-pipeline round {folder} --baseline LABEL --baseline-cmd CMD "
+               "--candidate LABEL --candidate-cmd CMD")  # fmt: skip
+    return int(ExitCode.OK)
+
+
+def _value(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@campaign_group.command("final", epilog=EXIT_CODES_HELP)
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@store_option
+def final_command(folder: Path, store_path: str | None) -> int:
+    """Ingest the campaign in FOLDER, assess it, print the verdict table and the best attempt.
+
+    Exits with assess's code (3 when an integrity error blocks the campaign); 1 when an
+    attempt was rejected at ingest.
+
+    \b
+    Example:
+      explain-pipeline campaign final attempts/matmul
+      explain-pipeline campaign final attempts/matmul --store .explain-store
+    """
+    from pipeline.record.campaign import final_campaign
+    from pipeline.store import Store
+
+    final = final_campaign(folder, Store.open(store_path))
+    click.echo(render_final(final), nl=False)
+    for issue in final.ingest.issues:
+        click.echo(str(issue), err=True)
+    code = final.assess.exit_code
+    return int(code if code != ExitCode.OK else final.ingest.exit_code)
+
+
+def render_final(final: FinalResult) -> str:
+    from pipeline.cli.assess import render_table
+
+    out = [render_table(final.assess)]
+    rows = final.assess.assessments
+    if final.assess.blocked.height:
+        return "".join(out)
+    best = rows.filter(rows["best"]) if rows.height else rows
+    if best.height:
+        row = best.row(0, named=True)
+        out.append(f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
+                   f"{row['candidate']}): {_verdict(row)}\n")  # fmt: skip
+    else:
+        out.append("best attempt: none (no attempt is PASS)\n")
+    return "".join(out)
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    return row["verdict"] + (f" ({row['reason']})" if row.get("reason") else "")
+
+
+# -- round ------------------------------------------------------------------------------------
+def _trace_options(trace: str | None, step_pattern: str | None, region_pattern: str | None,
+                   renames: tuple[str, ...]) -> TraceOptions | None:  # fmt: skip
+    from pipeline.errors import UsageError
+    from pipeline.record.runner import TraceOptions
+
+    if trace is None:
+        if step_pattern or region_pattern or renames:
+            raise UsageError("--step-pattern, --region-pattern and --rename need --trace kineto")
+        return None
+    return TraceOptions("kineto", step_pattern, region_pattern, renames)
+
+
+def run_options(function: Any) -> Any:
+    """Options shared by round and ab: how runs are made and measured."""
+    options = [
+        click.option("--repetitions", "-n", type=click.IntRange(1, 100_000), default=10,
+                     show_default=True, help="Repetitions: one run of each side per repetition."),
+        click.option("--warmup", type=click.IntRange(0, 1000), default=1, show_default=True,
+                     help="Warm-up runs per side before repetition 0 (not recorded)."),
+        click.option("--mechanism-file", type=click.Path(dir_okay=False, path_type=Path),
+                     default=None, help="The declaration, saved before any candidate run."),
+        click.option("--order-seed", type=click.IntRange(0, INT64_MAX), default=None,
+                     help="Seed of the balanced run order (default: random, recorded)."),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="Seconds after which a run is killed and counted failed."),
+        click.option("--trace", type=click.Choice(["kineto"]), default=None,
+                     help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
+                     "its breakdown and counters are imported."),
+        click.option("--step-pattern", default=None,
+                     help="--trace: annotations whose whole name matches are the steps."),
+        click.option("--region-pattern", default=None,
+                     help="--trace: keep only regions whose whole name matches."),
+        click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
+                     help="--trace: rename a region or counter (repeatable)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@click.command("round", epilog=EXIT_CODES_HELP)
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--baseline", required=True, metavar="LABEL", help="What the baseline is.")
+@click.option("--candidate", required=True, metavar="LABEL", help="What the candidate is.")
+@click.option("--baseline-cmd", required=True, metavar="CMD", help="Command of one baseline run.")
+@click.option("--candidate-cmd", required=True, metavar="CMD",
+              help="Command of one candidate run.")
+@click.option("--attempt-id", default=None, help="Attempt id (default r + round, e.g. r003).")
+@run_options
+def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str,
+                  candidate_cmd: str, attempt_id: str | None, repetitions: int, warmup: int,
+                  mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
+                  trace: str | None, step_pattern: str | None, region_pattern: str | None,
+                  renames: tuple[str, ...]) -> int:  # fmt: skip
+    """Record one round of the campaign in FOLDER: both commands run once per repetition, in
+    a balanced, shuffled order, each run a fresh process.
+
+    A run may write one JSON object ({"metric": …, "breakdown": …, "counters": …}) to the
+    path in $EXPLAIN_MEASUREMENT; otherwise its metric is its wall-clock time in seconds.
+    $EXPLAIN_SIDE and $EXPLAIN_REPETITION say which run it is (-1 during warm-up). A run that
+    fails, times out or writes an invalid file is recorded as failed; the reason and its
+    stderr go to FOLDER/<attempt>/runs.log. Ctrl-C leaves an aborted attempt that ingest
+    accepts (exit 130). See docs/record.md.
+
+    \b
+    Example:
+      explain-pipeline round attempts/matmul --baseline main --candidate float32 \\
+          --baseline-cmd "python data/measure_numpy.py" \\
+          --candidate-cmd "python data/measure_numpy.py --dtype float32" \\
+          --mechanism-file data/measure_numpy_mechanism.json
+    """
+    from pipeline.record.rounds import RoundRequest, record_round
+
+    request = RoundRequest(
+        folder, candidate=candidate, baseline=baseline, baseline_cmd=baseline_cmd,
+        candidate_cmd=candidate_cmd, repetitions=repetitions, warmup=warmup,
+        mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout,
+        attempt_id=attempt_id,
+        trace=_trace_options(trace, step_pattern, region_pattern, renames),
+    )  # fmt: skip
+    result = record_round(request, progress=sys.stderr.isatty())
+    click.echo(render_round(result))
+    return int(ExitCode.OK)
+
+
+def render_round(result: RoundResult) -> str:
+    counts = "; ".join(
+        f"{side} {result.count(side, 'ok')} ok, {result.count(side, 'failed')} failed"
+        for side in ("baseline", "candidate")
+    )
+    first = sum(1 for x in result.lines if x["side"] == "baseline" and x["order"] == 0)
+    total = len({x["repetition"] for x in result.lines})
+    return (
+        f"round {result.round} ({result.attempt_id}): {result.status}\n"
+        f"  {counts}; {result.n_pairs} pairs\n"
+        f"  order seed {result.order_seed}: baseline first in {first} of {total} repetitions\n"
+        f"  {result.folder} (runs.log: every run, failures with their stderr)"
+    )
+
+
+# -- ab ---------------------------------------------------------------------------------------
+@click.command("ab", epilog=EXIT_CODES_HELP + " 5: the verdict is not PASS.")
+@click.argument("command_a", metavar="CMD_A")
+@click.argument("command_b", metavar="CMD_B")
+@run_options
+@click.option("--decision", type=click.Choice(["median", "paired"]), default="paired",
+              show_default=True, help="Verdict rule.")
+@click.option("--require-explanation", is_flag=True, default=False,
+              help="A PASS also needs the --mechanism-file confirmed.")
+@click.option("--min-improvement-pct", type=click.FloatRange(min=0), default=1.0,
+              show_default=True, help="The gate, in percent.")
+@click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
+@click.option("--better", type=click.Choice(["lower", "higher"]), default="lower",
+              show_default=True, help="higher needs the metric in $EXPLAIN_MEASUREMENT.")
+@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the campaign in this new folder (its store in DIR/.explain-store).")
+def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
+               mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
+               trace: str | None, step_pattern: str | None, region_pattern: str | None,
+               renames: tuple[str, ...], decision: str, require_explanation: bool,
+               min_improvement_pct: float, metric: str, better: str, keep: Path | None,
+               ) -> int:  # fmt: skip
+    """Is B better than A? One round of both commands in a throw-away campaign, then the
+    verdict, the paired interval, the order effect and the explanation. Exit 0 when the
+    verdict is PASS, 5 when it is not: usable as a CI gate.
+
+    The paired rule decides by default: the median rule passes identical code too often
+    to gate anything. Each run is measured as in `round` (see docs/record.md).
+
+    \b
+    Example:
+      explain-pipeline ab "python old.py" "python new.py" -n 20
+      explain-pipeline ab "./bench --impl a" "./bench --impl b" --min-improvement-pct 5 \\
+          --keep ab-2026-11-30
+    """
+    from pipeline.record.campaign import ab
+
+    policy = {"decision": decision, "require_explanation": require_explanation,
+              "min_improvement_pct": min_improvement_pct}  # fmt: skip
+    result = ab(
+        command_a, command_b, repetitions=repetitions, warmup=warmup,
+        mechanism_file=mechanism_file, policy=policy, metric=metric, better=better,
+        order_seed=order_seed, timeout=timeout,
+        trace=_trace_options(trace, step_pattern, region_pattern, renames), keep=keep,
+        progress=sys.stderr.isatty(),
+    )  # fmt: skip
+    click.echo(render_ab(result, command_a, command_b), nl=False)
+    if result.final.assess.blocked.height:
+        return int(ExitCode.INTEGRITY)
+    row = result.row
+    return int(ExitCode.OK if row is not None and row["verdict"] == "PASS" else ExitCode.NOT_PASS)
+
+
+def _num(value: float | None, spec: str = ".4f") -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return format(value, spec) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _interval(estimate: float | None, low: float | None, high: float | None) -> str:
+    text = _num(estimate)
+    return text + (f" [{_num(low)}, {_num(high)}]" if low is not None else "")
+
+
+def _order_effect(row: dict[str, Any]) -> str | None:
+    """The order-effect columns when this version of assess computes them."""
+    if "order_effect" not in row:
+        return None
+    if row["order_effect"] is None:
+        return f"order effect: - ({row.get('order_effect_reason') or 'not computed'})"
+    bias = "biased by run order" if row.get("order_bias") else "no order bias found"
+    estimate = _interval(row["order_effect"], row.get("order_effect_low"),
+                         row.get("order_effect_high"))  # fmt: skip
+    return f"order effect (A-first pairs vs B-first pairs): {estimate}, {bias}"
+
+
+def _quantities(result: AbResult) -> list[str]:
+    comparisons = result.final.assess.comparisons
+    lines = []
+    for c in comparisons.filter(comparisons["quantity"] != "metric").iter_rows(named=True):
+        lines.append(f"  {c['quantity']:<17} {c['name']:<24} "
+                     f"{_interval(c['estimate'], c['low'], c['high']):<30} "
+                     f"{c['direction'] or c['reason'] or ''}")  # fmt: skip
+    outcomes = result.final.assess.outcomes
+    for o in outcomes.iter_rows(named=True):
+        lines.append(f"  declared {o['target']} {o['name']} {o['expect']}: {o['outcome']}")
+    return lines
+
+
+def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
+    row = result.row
+    recorded = result.round
+    out = [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
+    failed = recorded.count("baseline", "failed") + recorded.count("candidate", "failed")
+    out.append(f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
+               f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
+               f"{recorded.order_seed}")  # fmt: skip
+    if result.final.assess.blocked.height or row is None:
+        out.append("no verdict (see the errors above)")
+        return "\n".join(out) + "\n"
+    out.append(f"paired ratio (> 1: B is better): "
+               f"{_interval(row['paired_estimate'], row['paired_low'], row['paired_high'])}"
+               + (f" ({row['paired_reason']})" if row["paired_reason"] else ""))  # fmt: skip
+    out.append(f"median improvement: {_num(row['improvement_pct'], '+.2f')} %")
+    effect = _order_effect(row)
+    if effect:
+        out.append(effect)
+    out.append(f"explanation: {row['explanation']}")
+    out += _quantities(result)
+    gate = result.policy["min_improvement_pct"]
+    out.append(f"verdict: {_verdict(row)} (decision {row['decision']}, gate {gate:g} %, "
+               f"require_explanation {_value(row['require_explanation'])})")  # fmt: skip
+    if result.kept is not None:
+        out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
+    return "\n".join(out) + "\n"
+
+
+COMMANDS: list[click.Command] = [campaign_group, round_command, ab_command]

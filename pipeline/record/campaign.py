@@ -1,0 +1,133 @@
+"""campaign.json at campaign start, the final assessment, and the one-line A/B comparison."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.errors import UsageError
+from pipeline.policy import policy_sha256, with_defaults
+from pipeline.record.files import create_atomic, dump_json
+from pipeline.record.rounds import RoundRequest, RoundResult, record_round
+from pipeline.record.runner import TraceOptions, now, timestamp
+from pipeline.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
+
+if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
+    from pipeline.assess import AssessResult
+    from pipeline.ingest import IngestReport
+    from pipeline.store import Store
+
+
+def frozen_message(path: Path) -> str:
+    return (
+        f"{path}: already exists; a campaign's policy is frozen at its start "
+        "(start a new campaign to change it)"
+    )
+
+
+def start_campaign(
+    folder: Path,
+    *,
+    metric: str,
+    better: str = "lower",
+    kind: str = "project",
+    policy: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write ``folder/campaign.json``: every policy default filled in, its digest, created now.
+    Refused when the folder already holds one. Returns the document."""
+    if not valid_id(folder.name):
+        raise UsageError(
+            f"{folder}: the folder name is the campaign id and must match ^{ID_PATTERN.pattern}$"
+        )
+    path = folder / CAMPAIGN_FILE
+    if path.exists():
+        raise UsageError(frozen_message(path))
+    given = dict(policy or {})
+    document = {
+        "schema": "explain-pipeline/campaign/v1",
+        "campaign_id": folder.name,
+        "kind": kind,
+        "created_at": timestamp(now()),
+        "metric": {"name": metric, "better": better},
+        "policy": with_defaults(given),
+        "policy_sha256": policy_sha256(given),
+    }
+    body = dump_json(document)
+    _, issues = validate_document(path, body, "campaign")
+    if issues:
+        raise UsageError("\n".join(str(issue) for issue in issues))
+    folder.mkdir(parents=True, exist_ok=True)
+    if not create_atomic(path, body):
+        raise UsageError(frozen_message(path))
+    return document
+
+
+@dataclass(frozen=True)
+class FinalResult:
+    ingest: IngestReport
+    assess: AssessResult
+    campaign_id: str
+
+
+def final_campaign(folder: Path, store: Store) -> FinalResult:
+    """Ingest the campaign folder into ``store`` and assess that campaign."""
+    from pipeline.assess import assess
+    from pipeline.ingest import ingest
+    from pipeline.record.rounds import load_campaign
+
+    load_campaign(folder)
+    report = ingest(folder, store)
+    return FinalResult(report, assess(store, [folder.name]), folder.name)
+
+
+@dataclass(frozen=True)
+class AbResult:
+    round: RoundResult
+    final: FinalResult
+    kept: Path | None
+    policy: dict[str, Any]
+
+    @property
+    def row(self) -> dict[str, Any] | None:
+        rows = self.final.assess.assessments
+        return rows.row(0, named=True) if rows.height else None
+
+
+def ab(
+    command_a: str,
+    command_b: str,
+    *,
+    repetitions: int = 10,
+    warmup: int = 1,
+    mechanism_file: Path | None = None,
+    policy: dict[str, Any] | None = None,
+    metric: str = "seconds",
+    better: str = "lower",
+    order_seed: int | None = None,
+    timeout: float | None = None,
+    trace: TraceOptions | None = None,
+    keep: Path | None = None,
+    progress: bool = False,
+) -> AbResult:
+    """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
+    candidate, then its assessment."""
+    from pipeline.store import Store
+
+    with contextlib.ExitStack() as stack:
+        if keep is None:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="explain-ab-")))
+            folder, store = scratch / "ab", Store(scratch / "store")
+        else:
+            folder, store = keep, Store(keep / ".explain-store")
+        campaign = start_campaign(folder, metric=metric, better=better, policy=policy)
+        request = RoundRequest(
+            folder, candidate=command_b, baseline=command_a, baseline_cmd=command_a,
+            candidate_cmd=command_b, repetitions=repetitions, warmup=warmup,
+            mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout, trace=trace,
+        )  # fmt: skip
+        recorded = record_round(request, progress=progress)
+        return AbResult(recorded, final_campaign(folder, store), keep, campaign["policy"])
+    raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow

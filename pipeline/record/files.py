@@ -1,0 +1,73 @@
+"""Atomic file writes: a reader (or a kill) sees the old file or the new one, never a part."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+
+def dump_json(document: Mapping[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def dump_lines(lines: Iterable[Mapping[str, Any]]) -> bytes:
+    text = "".join(
+        json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n" for line in lines
+    )
+    return text.encode("utf-8")
+
+
+def _temporary(path: Path, body: bytes) -> Path:
+    """``body`` in a hidden file beside ``path``, flushed to disk."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name)
+
+
+def _sync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system can sync a directory
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_atomic(path: Path, body: bytes) -> None:
+    """Replace ``path`` by ``body`` in one rename."""
+    temporary = _temporary(path, body)
+    try:
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    _sync_dir(path.parent)
+
+
+def create_atomic(path: Path, body: bytes) -> bool:
+    """Create ``path`` with ``body`` unless it exists (then False, nothing written). The link is
+    atomic and fails on an existing target, so two recorders cannot both create it."""
+    temporary = _temporary(path, body)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    _sync_dir(path.parent)
+    return True

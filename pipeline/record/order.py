@@ -1,0 +1,57 @@
+"""The run order of a round: both sides back to back in each repetition, balanced and shuffled.
+
+A fixed baseline-then-candidate order lets run position masquerade as a code change (the second
+run of a pair profits from warm caches, or suffers from a heating CPU). With ``n`` repetitions,
+``perm = Generator(PCG64(order_seed)).permutation(n)``; repetition ``perm[i]`` runs the baseline
+first iff ``i < ceil(n / 2)``. So ceil(n/2) repetitions are baseline-first, the others
+candidate-first, in an order that cannot line up with a periodic disturbance, and the seed,
+recorded in attempt.json, reproduces it.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Side = Literal["baseline", "candidate"]
+SIDES: tuple[Side, Side] = ("baseline", "candidate")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One run of the round: repetition, side and position in its repetition (0 first, 1 second)."""
+
+    repetition: int
+    side: Side
+    order: int
+
+
+def baseline_first(n: int, seed: int) -> np.ndarray:
+    """Boolean per repetition index: True when that repetition runs the baseline first."""
+    perm = np.random.Generator(np.random.PCG64(seed)).permutation(n)
+    first = np.zeros(n, dtype=bool)
+    first[perm[: math.ceil(n / 2)]] = True
+    return first
+
+
+def schedule(n: int, seed: int) -> list[Slot]:
+    """Every run of the round in execution order: repetition 0, 1, …, each side back to back."""
+    slots = []
+    for repetition, b_first in enumerate(baseline_first(n, seed).tolist()):
+        pair: tuple[Side, Side] = SIDES if b_first else (SIDES[1], SIDES[0])
+        slots += [Slot(repetition, side, order) for order, side in enumerate(pair)]
+    return slots
+
+
+def warmup_sides(k: int) -> list[Side]:
+    """``k`` warm-up runs per side, alternating, baseline first (not recorded)."""
+    return [SIDES[i % 2] for i in range(2 * k)]
+
+
+def random_seed() -> int:
+    """A fresh order seed (32 bits: short enough to type back with --order-seed)."""
+    return secrets.randbelow(2**32)

@@ -1,0 +1,338 @@
+"""One round of a campaign: the mechanism saved first, then every run, in the balanced order.
+
+The attempt folder is assembled under a hidden name and renamed into place whole, already
+holding ``attempt.json`` with status ``aborted``, an empty ``measurements.jsonl`` and, when one
+is declared, ``mechanism.json`` with its digest and ``declared_at``: from the first moment it is
+visible, the attempt is well formed and the declaration precedes every candidate run. After each
+run the measurements file is rewritten whole, atomically; at the end attempt.json becomes
+``completed`` (or ``failed`` when no repetition has an ok run on both sides). An interrupted
+round (Ctrl-C, SIGTERM, or a kill that cannot be caught) therefore leaves an ``aborted`` attempt
+that ingest accepts, holding the runs finished so far.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from pipeline import __version__
+from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.record import environment
+from pipeline.record.files import dump_json, dump_lines, write_atomic
+from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
+from pipeline.record.runner import (
+    RunResult,
+    RunSettings,
+    TraceOptions,
+    check_trace_options,
+    execute,
+    now,
+    split_command,
+    timestamp,
+)
+from pipeline.validate import (
+    ATTEMPT_FILE,
+    MEASUREMENTS_FILE,
+    MECHANISM_FILE,
+    Document,
+    valid_id,
+    validate_campaign,
+    validate_document,
+)
+
+RECORDER = f"explain-pipeline {__version__}"
+RUNS_LOG = "runs.log"
+
+
+@dataclass(frozen=True)
+class RoundRequest:
+    """Everything ``explain-pipeline round`` is asked to do."""
+
+    campaign_dir: Path
+    candidate: str
+    baseline: str
+    baseline_cmd: str
+    candidate_cmd: str
+    repetitions: int = 10
+    warmup: int = 1
+    mechanism_file: Path | None = None
+    order_seed: int | None = None
+    timeout: float | None = None
+    attempt_id: str | None = None
+    trace: TraceOptions | None = None
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    folder: Path
+    attempt_id: str
+    round: int
+    status: str
+    order_seed: int
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def count(self, side: Side, status: str) -> int:
+        return sum(1 for x in self.lines if x["side"] == side and x["status"] == status)
+
+    @property
+    def n_pairs(self) -> int:
+        return _pairs(self.lines)
+
+
+class RoundInterrupted(ExplainError):
+    """Ctrl-C or SIGTERM during a round: the attempt is left ``aborted``, well formed."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+# -- the campaign and the round number ------------------------------------------------------
+def load_campaign(folder: Path) -> Document:
+    """The campaign.json of ``folder``, valid, or a one-line error."""
+    if not (folder / "campaign.json").is_file():
+        raise UsageError(
+            f"{folder}: no campaign.json here (start the campaign first: explain-pipeline "
+            f"campaign start {folder} --metric NAME)"
+        )
+    document, issues = validate_campaign(folder)
+    if document is None:
+        raise ExplainError("\n".join(str(i) for i in issues), ExitCode.REJECTED)
+    return document
+
+
+def next_round(campaign_dir: Path) -> int:
+    """1 + the largest ``round`` of the campaign's attempts (unreadable ones are skipped)."""
+    rounds = [0]
+    for path in campaign_dir.glob(f"*/{ATTEMPT_FILE}"):
+        if path.parent.name.startswith("."):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            value = json.loads(path.read_text(encoding="utf-8")).get("round")
+            if isinstance(value, int) and not isinstance(value, bool):
+                rounds.append(value)
+    return max(rounds) + 1
+
+
+def _mechanism(request: RoundRequest, campaign: Document) -> bytes | None:
+    path = request.mechanism_file
+    if path is None:
+        return None
+    if campaign.data["kind"] == "benchmark":
+        raise UsageError(
+            f"--mechanism-file {path}: a benchmark campaign refuses mechanism declarations"
+        )
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--mechanism-file {path}: cannot read: {exc.strerror}") from None
+    _, issues = validate_document(path, body, "mechanism")
+    if issues:
+        raise ExplainError("\n".join(str(i) for i in issues), ExitCode.REJECTED)
+    return body
+
+
+def _attempt_id(request: RoundRequest, number: int) -> str:
+    attempt_id = request.attempt_id or f"r{number:03d}"
+    if not valid_id(attempt_id):
+        raise UsageError(
+            f"--attempt-id {attempt_id!r}: must match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$"
+        )
+    if (request.campaign_dir / attempt_id).exists():
+        raise UsageError(f"{request.campaign_dir / attempt_id}: already exists")
+    return attempt_id
+
+
+# -- the attempt folder -----------------------------------------------------------------------
+def _after(moment: datetime | None) -> datetime:
+    """Now, strictly later than ``moment`` (timestamps have microseconds)."""
+    current = now()
+    while moment is not None and current <= moment:
+        current = now()
+    return current
+
+
+@dataclass
+class _Attempt:
+    """attempt.json as it is rewritten during the round."""
+
+    folder: Path
+    document: dict[str, Any]
+    candidate_started: bool = False
+
+    def write(self) -> None:
+        write_atomic(self.folder / ATTEMPT_FILE, dump_json(self.document))
+
+    def candidate_starts(self) -> None:
+        """started_at = the start of the first candidate run (warm-up included)."""
+        if not self.candidate_started:
+            declared = self.document.get("declared_at")
+            self.document["started_at"] = timestamp(_after(_parse(declared)))
+            self.candidate_started = True
+            self.write()
+
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def _create(
+    request: RoundRequest, attempt_id: str, number: int, seed: int, mechanism: bytes | None
+) -> _Attempt:
+    """Assemble the attempt folder under a hidden name, then rename it into place."""
+    final = request.campaign_dir / attempt_id
+    staging = Path(tempfile.mkdtemp(prefix=f".{attempt_id}.", dir=request.campaign_dir))
+    try:
+        document: dict[str, Any] = {
+            "schema": "explain-pipeline/attempt/v1",
+            "attempt_id": attempt_id,
+            "round": number,
+            "candidate": request.candidate,
+            "baseline": request.baseline,
+            "status": "aborted",
+        }
+        if mechanism is not None:
+            write_atomic(staging / MECHANISM_FILE, mechanism)
+            declared = now()
+            document["declared_at"] = timestamp(declared)
+            document["mechanism_sha256"] = hashlib.sha256(mechanism).hexdigest()
+            document["started_at"] = timestamp(_after(declared))
+        else:
+            document["started_at"] = timestamp(now())
+        document |= {"order_seed": seed, "recorder": RECORDER, "environment": environment.capture()}
+        write_atomic(staging / MEASUREMENTS_FILE, b"")
+        write_atomic(staging / ATTEMPT_FILE, dump_json(document))
+        staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return _Attempt(final, document)
+
+
+# -- signals ----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (``kill``) ends the round like Ctrl-C: the running command is killed too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# -- the runs ---------------------------------------------------------------------------------
+def _pairs(lines: list[dict[str, Any]]) -> int:
+    ok = [{x["repetition"] for x in lines if x["side"] == s and x["status"] == "ok"}
+          for s in ("baseline", "candidate")]  # fmt: skip
+    return len(ok[0] & ok[1])
+
+
+def _log_run(log: TextIO, label: str, side: Side, result: RunResult, order: str = "") -> None:
+    what = f"ok metric {result.metric:.6g}" if result.status == "ok" else f"failed: {result.reason}"
+    seconds = (result.finished_at - result.started_at).total_seconds()
+    log.write(f"{timestamp(result.started_at)}  {label:<14} {side:<9} {order}{what} "
+              f"({seconds:.3f} s)\n")  # fmt: skip
+    if result.status == "failed" and result.stderr_tail.strip():
+        log.write("".join(f"    | {x}\n" for x in result.stderr_tail.rstrip().splitlines()))
+    log.flush()
+
+
+def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: RunSettings) -> None:
+    doc = attempt.document
+    log.write(
+        f"round {doc['round']} ({doc['attempt_id']}), {RECORDER}, started "
+        f"{timestamp(now())}\n  baseline  {request.baseline}: {request.baseline_cmd}\n"
+        f"  candidate {request.candidate}: {request.candidate_cmd}\n"
+        f"  repetitions {request.repetitions}, warm-up {request.warmup} per side, order seed "
+        f"{doc['order_seed']}, timeout {request.timeout or 'none'}, cwd {settings.cwd}\n"
+    )
+    log.flush()
+
+
+def _execute_runs(
+    attempt: _Attempt,
+    settings: RunSettings,
+    request: RoundRequest,
+    slots: list[Slot],
+    scratch: Path,
+    bar: tqdm,
+) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    counter = iter(range(10**6))
+    with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
+        _header(log, request, attempt, settings)
+        for side in warmup_sides(request.warmup):
+            if side == "candidate":
+                attempt.candidate_starts()
+            result = execute(settings, side, -1, scratch / f"run-{next(counter):06d}")
+            _log_run(log, "warm-up", side, result)
+            bar.update(1)
+        for slot in slots:
+            if slot.side == "candidate":
+                attempt.candidate_starts()
+            result = execute(settings, slot.side, slot.repetition,
+                             scratch / f"run-{next(counter):06d}")  # fmt: skip
+            lines.append(result.line(slot.side, slot.repetition, slot.order))
+            write_atomic(attempt.folder / MEASUREMENTS_FILE, dump_lines(lines))
+            _log_run(log, f"repetition {slot.repetition}", slot.side, result,
+                     f"order {slot.order}  ")  # fmt: skip
+            shown = f"{result.metric:.4g}" if result.metric is not None else "failed"
+            bar.set_postfix_str(f"rep {slot.repetition} {slot.side} {shown}", refresh=False)
+            bar.update(1)
+    return lines
+
+
+def record_round(request: RoundRequest, *, progress: bool = False) -> RoundResult:
+    """Run one round and write its attempt folder (see the module docstring)."""
+    campaign = load_campaign(request.campaign_dir)
+    if request.repetitions < 1:
+        raise UsageError("--repetitions must be at least 1")
+    commands: dict[Side, list[str]] = {
+        "baseline": split_command("--baseline-cmd", request.baseline_cmd),
+        "candidate": split_command("--candidate-cmd", request.candidate_cmd),
+    }
+    check_trace_options(request.trace)
+    mechanism = _mechanism(request, campaign)
+    seed = random_seed() if request.order_seed is None else request.order_seed
+    needs_file = campaign.data["metric"]["better"] == "higher"
+    settings = RunSettings(commands, request.timeout, request.trace, needs_file)
+    number = next_round(request.campaign_dir)
+    attempt_id = _attempt_id(request, number)
+    slots = schedule(request.repetitions, seed)
+    attempt = _create(request, attempt_id, number, seed, mechanism)
+    total = len(slots) + 2 * request.warmup
+    bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="run",
+               desc=f"round {attempt_id}", leave=False)  # fmt: skip
+    scratch = Path(tempfile.mkdtemp(prefix="explain-round-"))
+    try:
+        with bar, _sigterm_interrupts():
+            lines = _execute_runs(attempt, settings, request, slots, scratch, bar)
+    except KeyboardInterrupt:
+        with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
+            log.write(f"{timestamp(now())}  interrupted: the attempt stays aborted\n")
+        raise RoundInterrupted(
+            f"interrupted: {attempt.folder} is left as an aborted attempt (ingest accepts it)"
+        ) from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    attempt.document["status"] = "completed" if _pairs(lines) else "failed"
+    attempt.write()
+    return RoundResult(attempt.folder, attempt_id, number, attempt.document["status"], seed, lines)

@@ -1,0 +1,308 @@
+"""One run of one side: a fresh process, its measurement file or its wall-clock time.
+
+The command is split like a shell splits words and started without a shell, in its own process
+group (a timeout or Ctrl-C kills the command and everything it started), with stdin closed and
+stdout/stderr going to files, so nothing of it mixes into the recorder's output. The recorder
+passes ``EXPLAIN_SIDE``, ``EXPLAIN_REPETITION``, ``EXPLAIN_MEASUREMENT`` (and
+``EXPLAIN_TRACE_DIR`` with a trace format) plus ``EXPLAIN_PAD``, a filler that gives both sides
+environments of exactly the same total size: the size of the environment alone shifts the stack
+and with it run times (Mytkowicz et al., ASPLOS 2009). The paths passed have the same length for
+both sides too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeline.errors import ExplainError, UsageError
+from pipeline.record.order import SIDES, Side
+from pipeline.validate import check_document, field_name, parse_json
+
+RECORDER_VARIABLES = (
+    "EXPLAIN_SIDE",
+    "EXPLAIN_REPETITION",
+    "EXPLAIN_MEASUREMENT",
+    "EXPLAIN_TRACE_DIR",
+    "EXPLAIN_PAD",
+)
+FILE_FIELDS = ("metric", "breakdown", "counters")
+STDERR_TAIL = 2000  # characters of a failed run's stderr kept in runs.log
+MEASUREMENT_NAME = "measurement.json"
+TRACE_NAME = "trace"
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """``--trace kineto`` and the options of ``import kineto`` that apply to every run."""
+
+    format: Literal["kineto"] = "kineto"
+    step_pattern: str | None = None
+    region_pattern: str | None = None
+    renames: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every run of a round shares."""
+
+    commands: Mapping[Side, list[str]]
+    timeout: float | None = None
+    trace: TraceOptions | None = None
+    needs_file: bool = False  # a better: higher campaign has no wall-clock fallback
+    cwd: Path = field(default_factory=Path.cwd)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: Literal["ok", "failed"]
+    started_at: datetime
+    finished_at: datetime
+    metric: float | None = None
+    breakdown: dict[str, Any] | None = None
+    counters: dict[str, Any] | None = None
+    reason: str | None = None
+    stderr_tail: str = ""
+
+    def line(self, side: Side, repetition: int, order: int) -> dict[str, Any]:
+        """The measurement line of this run."""
+        line: dict[str, Any] = {"side": side, "repetition": repetition, "status": self.status}
+        if self.status == "ok":
+            line["metric"] = self.metric
+            if self.breakdown:
+                line["breakdown"] = self.breakdown
+            if self.counters:
+                line["counters"] = self.counters
+        line["order"] = order
+        line["started_at"] = timestamp(self.started_at)
+        line["finished_at"] = timestamp(self.finished_at)
+        return line
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def timestamp(moment: datetime) -> str:
+    """RFC 3339, UTC, microseconds: ``2026-11-30T12:00:00.123456Z``."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# -- commands -----------------------------------------------------------------------------------
+def split_command(option: str, command: str) -> list[str]:
+    """Words as a shell splits them; the program must exist (checked before anything runs)."""
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise UsageError(f"{option} {command!r}: cannot split into words ({exc})") from None
+    if not words:
+        raise UsageError(f"{option}: the command is empty")
+    program = words[0]
+    found = shutil.which(program) if os.sep not in program else program
+    if found is None or not os.access(found, os.X_OK) or os.path.isdir(found):
+        raise UsageError(f"{option} {command!r}: {program!r} is not an executable program")
+    return words
+
+
+# -- environment --------------------------------------------------------------------------------
+def _variables(side: Side, repetition: int, folder: Path, trace: bool) -> dict[str, str]:
+    found = {
+        "EXPLAIN_SIDE": side,
+        "EXPLAIN_REPETITION": str(repetition),
+        "EXPLAIN_MEASUREMENT": str(folder / MEASUREMENT_NAME),
+    }
+    if trace:
+        found["EXPLAIN_TRACE_DIR"] = str(folder / TRACE_NAME)
+    return found
+
+
+def _size(variables: Mapping[str, str]) -> int:
+    return sum(len(name) + len(value) for name, value in variables.items())
+
+
+def run_environment(
+    base: Mapping[str, str], side: Side, repetition: int, folder: Path, *, trace: bool
+) -> dict[str, str]:
+    """``base`` without inherited recorder variables, plus this run's, padded so that both sides
+    of a repetition get environments of the same total size (the folder paths have equal lengths
+    by construction)."""
+    clean = {k: v for k, v in base.items() if k not in RECORDER_VARIABLES}
+    sizes = {s: _size(_variables(s, repetition, folder, trace)) for s in SIDES}
+    ours = _variables(side, repetition, folder, trace)
+    ours["EXPLAIN_PAD"] = "-" * (max(sizes.values()) - sizes[side])
+    return {**clean, **ours}
+
+
+# -- one run ------------------------------------------------------------------------------------
+class _Outcome(Exception):
+    """A run that failed, with its reason."""
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by signal {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - STDERR_TAIL))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def execute(
+    settings: RunSettings, side: Side, repetition: int, folder: Path
+) -> RunResult:
+    """Run ``side``'s command once in a fresh process; ``folder`` is an empty scratch folder.
+    A KeyboardInterrupt while the command runs kills its process group and propagates."""
+    folder.mkdir(parents=True)
+    trace = settings.trace is not None
+    if trace:
+        (folder / TRACE_NAME).mkdir()
+    env = run_environment(os.environ, side, repetition, folder, trace=trace)
+    stdout, stderr = folder / "stdout", folder / "stderr"
+    with stdout.open("wb") as out, stderr.open("wb") as err:
+        started = now()
+        clock = time.perf_counter()
+        try:
+            process = subprocess.Popen(
+                settings.commands[side], env=env, cwd=settings.cwd, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, start_new_session=True,
+            )
+        except OSError as exc:
+            return RunResult("failed", started, now(), reason=f"cannot start: {exc}")
+        try:
+            code = process.wait(timeout=settings.timeout)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            return RunResult(
+                "failed", started, now(), reason=f"timed out after {settings.timeout:g} s",
+                stderr_tail=_tail(stderr),
+            )
+        except BaseException:
+            _kill(process)
+            raise
+        seconds = time.perf_counter() - clock
+        finished = now()
+    if code != 0:
+        return RunResult(
+            "failed", started, finished, reason=_describe_exit(code), stderr_tail=_tail(stderr)
+        )
+    try:
+        values = _measured(settings, side, repetition, folder, seconds)
+    except _Outcome as exc:
+        return RunResult("failed", started, finished, reason=str(exc), stderr_tail=_tail(stderr))
+    return RunResult("ok", started, finished, **values)
+
+
+# -- what a run measured ------------------------------------------------------------------------
+def _measured(
+    settings: RunSettings, side: Side, repetition: int, folder: Path, seconds: float
+) -> dict[str, Any]:
+    written = _measurement_file(folder / MEASUREMENT_NAME)
+    if settings.trace is not None:
+        written = _with_trace(settings.trace, written, side, repetition, folder / TRACE_NAME)
+    if "metric" not in written:
+        if settings.needs_file:
+            raise _Outcome(
+                "wrote no metric to $EXPLAIN_MEASUREMENT (a better: higher campaign cannot use "
+                "the wall-clock time)"
+            )
+        written["metric"] = seconds
+    # a warm-up run (repetition -1) is checked like repetition 0
+    line = {"side": side, "repetition": max(repetition, 0), "status": "ok", **written}
+    problems = check_document("measurement", line)
+    if problems:
+        raise _Outcome(
+            "invalid measurement: "
+            + "; ".join(f'field "{field_name(p)}": {m} [{c}]' for p, c, m in problems)
+        )
+    return {k: written.get(k) for k in FILE_FIELDS}
+
+
+def _measurement_file(path: Path) -> dict[str, Any]:
+    """The fields the command wrote to $EXPLAIN_MEASUREMENT ({} when it wrote none). Nested
+    values keep what the strict parser saw (NaN tokens, repeated keys) for the line's check."""
+    if not path.exists():
+        return {}
+    try:
+        document = parse_json(path.read_bytes().decode("utf-8-sig"))
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        raise _Outcome(f"invalid measurement file: {exc}") from None
+    if not isinstance(document, dict):
+        raise _Outcome("invalid measurement file: expected one JSON object")
+    repeated = getattr(document, "repeated", ())
+    if repeated:
+        raise _Outcome(f"invalid measurement file: field {repeated[0]!r} is written twice")
+    unknown = sorted(set(document) - set(FILE_FIELDS))
+    if unknown:
+        raise _Outcome(
+            f"invalid measurement file: unknown field {unknown[0]!r} "
+            f"(expected {', '.join(FILE_FIELDS)})"
+        )
+    return dict(document)
+
+
+def _with_trace(
+    options: TraceOptions, written: dict[str, Any], side: Side, repetition: int, folder: Path
+) -> dict[str, Any]:
+    """Breakdown and counters from the one trace the command left in $EXPLAIN_TRACE_DIR; the
+    metric from the measurement file when the command wrote one, else the trace's."""
+    from pipeline.importers import import_line
+
+    if set(written) - {"metric"}:
+        raise _Outcome(
+            "with --trace the breakdown and counters come from the trace: the measurement file "
+            "may give only the metric"
+        )
+    traces = sorted(
+        p for p in folder.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz"))
+    )
+    if len(traces) != 1:
+        found = "no trace" if not traces else f"{len(traces)} traces"
+        raise _Outcome(f"{found} in $EXPLAIN_TRACE_DIR (expected exactly one *.json or *.json.gz)")
+    try:
+        line, _ = import_line(
+            options.format, [str(traces[0])], side=side, repetition=repetition,
+            metric=written.get("metric"), step_pattern=options.step_pattern,
+            region_pattern=options.region_pattern, renames=options.renames,
+        )
+    except ExplainError as exc:
+        raise _Outcome(f"trace {traces[0].name}: {exc}") from None
+    return {k: line[k] for k in FILE_FIELDS if k in line}
+
+
+def check_trace_options(options: TraceOptions | None) -> None:
+    """Bad patterns or renames are usage errors before anything runs, not failed runs."""
+    if options is None:
+        return
+    from pipeline.importers import compile_pattern, parse_renames
+
+    compile_pattern("--step-pattern", options.step_pattern)
+    compile_pattern("--region-pattern", options.region_pattern)
+    parse_renames(options.renames)
+
+
+__all__: Sequence[str] = ["RunResult", "RunSettings", "TraceOptions", "execute", "split_command"]

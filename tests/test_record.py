@@ -1,0 +1,332 @@
+"""The recorder through the real entry point, with real processes: campaign start, round,
+campaign final, ab (docs/record.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pipeline.assess import assess
+from pipeline.cli import main
+from pipeline.ingest import ingest
+from pipeline.record.order import SIDES, schedule
+from pipeline.record.runner import run_environment
+from pipeline.store import Store
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+WORKLOAD = Path(__file__).with_name("record_workload.py")
+KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
+MECHANISM = {
+    "schema": "explain-pipeline/mechanism/v1",
+    "hypothesis": "half the iterations in the work loop",
+    "expectations": [
+        {"target": "region", "name": "work", "expect": "decrease"},
+        {"target": "counter", "name": "iterations", "expect": "decrease"},
+        {"target": "region", "name": "fixed", "expect": "unchanged"},
+    ],
+}
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+def workload(*args: str) -> str:
+    return shlex.join([sys.executable, str(WORKLOAD), *args])
+
+
+def lines_of(folder: Path) -> list[dict[str, Any]]:
+    text = (folder / "measurements.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def moment(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@pytest.fixture
+def campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    folder = tmp_path / "attempts" / "loop"
+    code, _, err = run_main(["campaign", "start", str(folder), "--metric", "cpu_seconds",
+                             "--decision", "paired", "--require-explanation"], capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    return folder
+
+
+@pytest.fixture
+def mechanism(tmp_path: Path) -> Path:
+    path = tmp_path / "mechanism.json"
+    path.write_text(json.dumps(MECHANISM, indent=2))
+    return path
+
+
+def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
+    return ["round", str(folder), "--baseline", "main", "--candidate", "change",
+            "--baseline-cmd", baseline, "--candidate-cmd", candidate, "--warmup", "0",
+            *extra]  # fmt: skip
+
+
+# -- order design ---------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 11])
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 3])
+def test_schedule_is_the_seeded_balanced_permutation(n: int, seed: int) -> None:
+    perm = np.random.Generator(np.random.PCG64(seed)).permutation(n)
+    baseline_first = {int(perm[i]) for i in range(n) if i < math.ceil(n / 2)}
+    slots = schedule(n, seed)
+    assert [(s.repetition, s.order) for s in slots] == [(r, o) for r in range(n) for o in (0, 1)]
+    firsts = {s.repetition for s in slots if s.side == "baseline" and s.order == 0}
+    assert firsts == baseline_first and len(firsts) == math.ceil(n / 2)
+    assert all({s.side for s in slots if s.repetition == r} == set(SIDES) for r in range(n))
+
+
+def test_both_sides_get_environments_of_the_same_size(tmp_path: Path) -> None:
+    base = {"PATH": "/usr/bin", "EXPLAIN_SIDE": "inherited", "HOME": "/root"}
+    envs = [run_environment(base, side, 12, tmp_path / "run-000001", trace=True) for side in SIDES]
+    sizes = [sum(len(k) + len(v) for k, v in env.items()) for env in envs]
+    assert sizes[0] == sizes[1]
+    assert [env["EXPLAIN_SIDE"] for env in envs] == list(SIDES)
+    assert [len(env["EXPLAIN_PAD"]) for env in envs] == [1, 0]
+    assert envs[0].keys() == envs[1].keys()
+
+
+# -- campaign start -------------------------------------------------------------------------
+def test_campaign_start_writes_the_full_policy_and_refuses_a_second_start(
+    campaign: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.policy import POLICY_DEFAULTS, policy_sha256
+
+    document = json.loads((campaign / "campaign.json").read_text())
+    assert document["policy"] == {**POLICY_DEFAULTS, "decision": "paired",
+                                  "require_explanation": True}  # fmt: skip
+    assert document["policy_sha256"] == policy_sha256(document["policy"])
+    assert document["metric"] == {"name": "cpu_seconds", "better": "lower"}
+    before = (campaign / "campaign.json").read_bytes()
+    code, out, err = run_main(["campaign", "start", str(campaign), "--metric", "x"], capsys)
+    assert (code, out) == (2, "")
+    assert err == (f"error: {campaign}/campaign.json: already exists; a campaign's policy is "
+                   "frozen at its start (start a new campaign to change it)\n")  # fmt: skip
+    assert (campaign / "campaign.json").read_bytes() == before
+
+
+def test_campaign_start_needs_a_valid_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(["campaign", "start", str(tmp_path / "bad name"), "--metric", "s"],
+                            capsys)  # fmt: skip
+    assert code == 2 and "must match" in err
+    assert not (tmp_path / "bad name").exists()
+
+
+# -- round: A/A and a real improvement, then final -------------------------------------------
+def test_aa_round_and_a_real_improvement(
+    campaign: Path, mechanism: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    n, seed = 8, 12345
+    same = workload()
+    for candidate in (same, workload("work=100000")):
+        code, out, err = run_main(round_args(campaign, same, candidate, "-n", str(n),
+                                             "--order-seed", str(seed), "--mechanism-file",
+                                             str(mechanism)), capsys)  # fmt: skip
+        assert (code, err) == (0, "")
+        assert "completed" in out
+    for attempt in ("r001", "r002"):
+        folder = campaign / attempt
+        document = json.loads((folder / "attempt.json").read_text())
+        assert document["status"] == "completed" and document["order_seed"] == seed
+        assert document["recorder"].startswith("explain-pipeline ")
+        assert document["environment"]["cpu_count"].isdigit()
+        assert (folder / "mechanism.json").read_bytes() == mechanism.read_bytes()
+        lines = lines_of(folder)
+        assert len(lines) == 2 * n and all(line["status"] == "ok" for line in lines)
+        expected = [(s.repetition, s.side, s.order) for s in schedule(n, seed)]
+        assert [(x["repetition"], x["side"], x["order"]) for x in lines] == expected
+        first = [x["repetition"] for x in lines if x["side"] == "baseline" and x["order"] == 0]
+        assert len(first) == math.ceil(n / 2)
+        declared, started = moment(document["declared_at"]), moment(document["started_at"])
+        candidate_starts = [moment(x["started_at"]) for x in lines if x["side"] == "candidate"]
+        assert declared < started <= min(candidate_starts)
+        assert all(moment(x["started_at"]) < moment(x["finished_at"]) for x in lines)
+        # both sides of a repetition saw environments of equal size and equal working directories
+        for key in ("env_bytes", "cwd_length"):
+            per_rep = {(x["repetition"], x["counters"][key]) for x in lines}
+            assert len(per_rep) == n, key
+
+    store = tmp_path / "store"
+    code, out, err = run_main(["campaign", "final", str(campaign), "--store", str(store)], capsys)
+    assert (code, err) == (0, "")
+    rows = {r["attempt_id"]: r for r in Store(store).read("assessments").iter_rows(named=True)}
+    assert rows["r001"]["verdict"] != "PASS"  # A/A: identical code
+    assert (rows["r002"]["verdict"], rows["r002"]["explanation"]) == ("PASS", "explained")
+    assert rows["r002"]["best"] and "best attempt: r002 (round 2, candidate change): PASS" in out
+    samples = Store(store).read("samples")
+    assert samples["order"].null_count() == 0 and samples["finished_at"].null_count() == 0
+    assert Store(store).read("attempts")["order_seed"].to_list() == [seed, seed]
+
+
+# -- failures -------------------------------------------------------------------------------
+def test_failed_runs_are_recorded_and_the_round_completes(
+    campaign: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    candidate = workload("fail=1:exit,2:hang,3:invalid")
+    code, out, err = run_main(round_args(campaign, workload(), candidate, "-n", "5",
+                                         "--timeout", "5"), capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    assert "candidate 2 ok, 3 failed; 2 pairs" in out
+    folder = campaign / "r001"
+    status = {(x["side"], x["repetition"]): x["status"] for x in lines_of(folder)}
+    failed = sorted(key for key, value in status.items() if value == "failed")
+    assert failed == [("candidate", 1), ("candidate", 2), ("candidate", 3)]
+    assert json.loads((folder / "attempt.json").read_text())["status"] == "completed"
+    log = (folder / "runs.log").read_text()
+    assert "repetition 1   candidate order" in log and "failed: exit code 3" in log
+    assert "    | boom: asked to fail" in log
+    assert "failed: timed out after 5 s" in log
+    assert 'failed: invalid measurement: field "metric": must be > 0 for an ok run, got -1.0' in log
+
+
+def test_a_round_without_any_pair_is_failed(
+    campaign: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failing = shlex.join([sys.executable, "-c", "raise SystemExit(2)"])
+    code, out, _ = run_main(round_args(campaign, workload(), failing, "-n", "2"), capsys)
+    assert code == 0 and out.startswith("round 1 (r001): failed")
+    assert json.loads((campaign / "r001" / "attempt.json").read_text())["status"] == "failed"
+
+
+def test_better_higher_needs_the_measurement_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "tput"
+    run_main(["campaign", "start", str(folder), "--metric", "ops", "--better", "higher"], capsys)
+    quiet = shlex.join([sys.executable, "-c", "pass"])
+    code, _, _ = run_main(round_args(folder, quiet, workload(), "-n", "1"), capsys)
+    assert code == 0
+    assert [x["status"] for x in lines_of(folder / "r001")] in (["failed", "ok"], ["ok", "failed"])
+    assert "wrote no metric to $EXPLAIN_MEASUREMENT" in (folder / "r001" / "runs.log").read_text()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_round_is_an_aborted_attempt_that_ingest_accepts(
+    campaign: Path, tmp_path: Path, sig: signal.Signals
+) -> None:
+    slow = shlex.join([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    args = round_args(campaign, slow, slow, "-n", "50")
+    process = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    measurements = campaign / "r001" / "measurements.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+        not measurements.exists() or len(measurements.read_text().splitlines()) < 2
+    ):
+        time.sleep(0.05)
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert f"{campaign}/r001 is left as an aborted attempt (ingest accepts it)" in err
+    assert json.loads((campaign / "r001" / "attempt.json").read_text())["status"] == "aborted"
+    assert 2 <= len(lines_of(campaign / "r001")) < 100
+    assert "interrupted: the attempt stays aborted" in (campaign / "r001" / "runs.log").read_text()
+    store = Store(tmp_path / "store")
+    assert ingest(campaign, store).issues == []
+    row = assess(store, ["loop"]).assessments.row(0, named=True)
+    assert (row["verdict"], row["reason"]) == ("INCONCLUSIVE", "attempt_aborted")
+
+
+# -- refusals before anything runs ----------------------------------------------------------
+def test_benchmark_campaign_refuses_a_mechanism(
+    tmp_path: Path, mechanism: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "suite"
+    run_main(["campaign", "start", str(folder), "--metric", "s", "--kind", "benchmark"], capsys)
+    code, out, err = run_main(round_args(folder, workload(), workload(), "--mechanism-file",
+                                         str(mechanism)), capsys)  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err == (f"error: --mechanism-file {mechanism}: a benchmark campaign refuses mechanism "
+                   "declarations\n")  # fmt: skip
+    assert sorted(p.name for p in folder.iterdir()) == ["campaign.json"]
+
+
+def test_invalid_mechanism_is_rejected_with_its_line(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**MECHANISM, "expectations": [
+        {"target": "region", "name": "work", "expect": "faster"},
+        {"target": "region", "name": "fixed", "expect": "increase"}]}, indent=2))  # fmt: skip
+    code, _, err = run_main(round_args(campaign, workload(), workload(), "--mechanism-file",
+                                       str(bad)), capsys)  # fmt: skip
+    assert code == 1
+    assert err == (f'error: {bad}:8: field "expectations[0].expect": must be one of decrease, '
+                   'increase, unchanged, got "faster" [not_allowed]\n')  # fmt: skip
+    assert sorted(p.name for p in campaign.iterdir()) == ["campaign.json"]
+
+
+def test_round_needs_a_started_campaign_and_real_programs(
+    tmp_path: Path, campaign: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(round_args(tmp_path / "nope", "true", "true"), capsys)
+    assert code == 2 and "no campaign.json here (start the campaign first" in err
+    code, _, err = run_main(round_args(campaign, "no-such-program-x", "true"), capsys)
+    assert (code, err) == (2, "error: --baseline-cmd 'no-such-program-x': 'no-such-program-x' "
+                              "is not an executable program\n")  # fmt: skip
+
+
+# -- trace kineto ---------------------------------------------------------------------------
+def test_trace_kineto_imports_the_trace_each_run_leaves(
+    campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.importers import import_line
+
+    copy = shlex.join([sys.executable, "-c", "import os, shutil, sys; shutil.copy(sys.argv[1], "
+                       "os.environ['EXPLAIN_TRACE_DIR'])", str(KINETO)])  # fmt: skip
+    nothing = shlex.join([sys.executable, "-c", "pass"])
+    code, _, err = run_main(round_args(campaign, copy, copy, "-n", "2", "--trace", "kineto"),
+                            capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    reference, _ = import_line("kineto", [str(KINETO)], side="baseline", repetition=0)
+    for line in lines_of(campaign / "r001"):
+        assert line["status"] == "ok"
+        for key in ("metric", "breakdown", "counters"):
+            assert line[key] == reference[key]
+    code, _, _ = run_main(round_args(campaign, copy, nothing, "-n", "1", "--trace", "kineto"),
+                          capsys)  # fmt: skip
+    assert code == 0
+    log = (campaign / "r002" / "runs.log").read_text()
+    expected = "no trace in $EXPLAIN_TRACE_DIR (expected exactly one *.json or *.json.gz)"
+    assert f"failed: {expected}" in log
+
+
+# -- ab -------------------------------------------------------------------------------------
+def test_ab_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slow, fast = workload("work=300000"), workload("work=100000")
+    code, out, err = run_main(["ab", slow, fast, "-n", "6", "--warmup", "0"], capsys)
+    assert (code, err) == (0, ""), out
+    assert f"A (baseline):  {slow}\nB (candidate): {fast}\n" in out
+    assert "verdict: PASS (decision paired, gate 1 %" in out
+    code, out, _ = run_main(["ab", fast, slow, "-n", "6", "--warmup", "0", "--keep",
+                             str(tmp_path / "kept")], capsys)  # fmt: skip
+    assert code == 5
+    assert "verdict: FAIL (regressed)" in out
+    assert (tmp_path / "kept" / "r001" / "measurements.jsonl").is_file()
+
+
+@pytest.mark.parametrize("command", ["start", "final"])
+def test_campaign_subcommands_have_examples(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_main(["campaign", command, "--help"], capsys)
+    assert code == 0 and "Example" in out and f"explain-pipeline campaign {command} " in out
