@@ -13,6 +13,16 @@ a narrow band first (see ``_order_statistics``).
 A pair whose candidate value is 0 has ``x = +inf``: every resample that contains it has a mean of
 ``+inf``. The product is taken over the finite part only and the infinite resamples are marked
 from ``counts @ isinf(x)``, so no ``inf - inf`` NaN ever reaches the quantiles.
+
+The numbers do not depend on which quantities share a batch, a chunk or a thread. A matrix
+product may add a row's terms in an order (and with fused multiply-adds) that depends on the
+row's place in the block, which moved interval bounds by one ulp between an incremental and a
+fresh assess. So each quantity's values are first put on an integer grid: ``X = rint(x * 2**s)``
+with the power of two ``s`` chosen from the quantity's own largest ``|x|`` so that every
+``|X| <= 2**53 / n``. Every product ``counts[b, i] * X[i]`` and every partial sum is then an
+integer below ``2**53``, exact in any order, and the resample mean is ``sum * 2**-s / n``. The
+grid costs at most ``n * 2**-53`` of the quantity's largest ``|x|`` (about 1e-15 relative at 10
+pairs), far inside the 1e-12 to which the results equal the plain per-quantity computation.
 """
 
 from __future__ import annotations
@@ -163,6 +173,29 @@ def _quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
     return np.array([_lerp(below[k], above[k], float(pos.weight[k])) for k in range(len(probs))])
 
 
+def _on_grid(finite: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """Each column of ``finite`` (n, Q) as integers ``X = rint(x * 2**s)`` with ``|X| <= 2**53 / n``
+    and its ``s``: sums of up to ``n`` counted terms of ``X`` are exact in any order."""
+    n = finite.shape[0]
+    _, top = np.frexp(np.abs(finite).max(axis=0))  # largest |x| < 2**top (0 for all zeros)
+    shift = (53 - (n - 1).bit_length()) - top.astype(np.int64)  # bit_length: ceil(log2 n)
+    return np.rint(np.ldexp(finite, shift)), shift
+
+
+def _from_grid(sums: FloatArray, n: int, shift: npt.NDArray[np.int64]) -> FloatArray:
+    """Resample means from exact resample sums on the grid of ``_on_grid`` (``+inf`` stays)."""
+    return np.ldexp(sums / n, -shift)
+
+
+def _mean_in_order(values: FloatArray) -> FloatArray:
+    """Mean of each column, adding the rows first to last: the same bits whatever the width
+    (numpy's own reduction may add pairwise, depending on the array's shape)."""
+    total = values[0].copy()
+    for row in values[1:]:  # over the n pairs, not the quantities
+        total += row
+    return total / values.shape[0]
+
+
 def _bounds(
     values: FloatArray, *, resamples: int, seed: int, probs: FloatArray, chunk_bytes: int
 ) -> FloatArray:
@@ -170,7 +203,7 @@ def _bounds(
     the two quantile probabilities ``probs``."""
     n, width = values.shape
     infinite = np.isposinf(values)
-    finite = np.where(infinite, 0.0, values)
+    finite, shift = _on_grid(np.where(infinite, 0.0, values))
     counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
     pos = _Positions.of(resamples, probs)
     bounds = np.empty((2, width))
@@ -189,14 +222,17 @@ def _bounds(
         for start in starts[worker::workers]:
             rows = slice(start, min(start + step, width))
             stat_t = stat_buffer[: rows.stop - rows.start]
-            np.matmul(finite_t[rows], counts_t, out=stat_t)  # (quantities, resamples)
-            stat_t /= n
+            # exact integer sums (quantities, resamples): the order statistics of the sums are
+            # those of the means, so only the selected sums are turned into means
+            np.matmul(finite_t[rows], counts_t, out=stat_t)
             if infinite[:, rows].any():
                 hits = infinite[:, rows].T.astype(np.float64) @ counts_t
                 stat_t[hits > 0] = np.inf
             below, above = _order_statistics(stat_t, pos, band)
             for k in range(2):
-                bounds[k, rows] = _lerp(below[k], above[k], float(pos.weight[k]))
+                low_end = _from_grid(below[k], n, shift[rows])
+                high_end = _from_grid(above[k], n, shift[rows])
+                bounds[k, rows] = _lerp(low_end, high_end, float(pos.weight[k]))
 
     if workers == 1:
         run(0)
@@ -237,7 +273,7 @@ def paired_intervals(
                      chunk_bytes=chunk_bytes)[:, inverse.ravel()]  # fmt: skip
     with np.errstate(over="ignore"):
         return Intervals(
-            estimate=np.exp(values.mean(axis=0)),
+            estimate=np.exp(_mean_in_order(values)),
             low=np.exp(bounds[0]),
             high=np.exp(bounds[1]),
         )

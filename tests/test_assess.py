@@ -293,6 +293,23 @@ def test_batches_give_the_same_results(tmp_path: Path) -> None:
     assert small.outcomes.equals(whole.outcomes)
 
 
+def test_incremental_equals_fresh_bit_for_bit(tmp_path: Path) -> None:
+    # Attempts added later are computed in a batch of their own, beside other attempts than in a
+    # fresh assess of the same store: every number must still be the same to the last bit.
+    camps, attempts = campaigns_and_attempts(5)
+    grown = Store(tmp_path / "grown")
+    write_store(grown, camps, [a for a in attempts if a.round <= 3])
+    assess(grown)
+    write_store(grown, camps, attempts)
+    incremental = assess(grown)
+    assert 0 < incremental.recomputed < len(attempts)
+    fresh_store = Store(tmp_path / "fresh")
+    write_store(fresh_store, camps, attempts)
+    fresh = assess(fresh_store, batch_size=5)
+    assert incremental.comparisons.equals(fresh.comparisons)  # exact float equality
+    assert incremental.assessments.equals(fresh.assessments)
+
+
 # -- end to end through real ingest -------------------------------------------------------------
 SCHEMA = {"schema": "explain-pipeline/mechanism/v1"}
 MECHANISM = {
