@@ -1,4 +1,7 @@
-"""The data contracts: JSON Schemas of the input documents and column types of every table."""
+"""The data contracts: JSON Schemas of the input documents and column types of every table.
+
+Polars and PyArrow are imported when a schema is first built, not with this module: the command
+line reads the contracts' constants for its --help, which must start fast."""
 
 from __future__ import annotations
 
@@ -6,29 +9,41 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
-import pyarrow as pa
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
 
 PARTITION = "campaign_id"
 
 ColumnType = Literal["string", "int64", "float64", "bool", "timestamp"]
 
-_POLARS: dict[str, pl.DataType] = {
-    "string": pl.String(),
-    "int64": pl.Int64(),
-    "float64": pl.Float64(),
-    "bool": pl.Boolean(),
-    "timestamp": pl.Datetime("us", "UTC"),
-}
-_ARROW: dict[str, pa.DataType] = {
-    "string": pa.string(),
-    "int64": pa.int64(),
-    "float64": pa.float64(),
-    "bool": pa.bool_(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-}
+
+@cache
+def _polars_types() -> dict[str, pl.DataType]:
+    import polars as pl
+
+    return {
+        "string": pl.String(),
+        "int64": pl.Int64(),
+        "float64": pl.Float64(),
+        "bool": pl.Boolean(),
+        "timestamp": pl.Datetime("us", "UTC"),
+    }
+
+
+@cache
+def _arrow_types() -> dict[str, pa.DataType]:
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+        "timestamp": pa.timestamp("us", tz="UTC"),
+    }
 
 
 def contracts_dir(kind: Literal["schemas", "queries"]) -> Path:
@@ -64,14 +79,20 @@ class Table:
         return [c.name for c in self.columns if c.name != PARTITION]
 
     def polars_schema(self, *, with_partition: bool = True) -> pl.Schema:
+        import polars as pl
+
+        types = _polars_types()
         return pl.Schema(
-            {c.name: _POLARS[c.type] for c in self.columns if with_partition or c.name != PARTITION}
+            {c.name: types[c.type] for c in self.columns if with_partition or c.name != PARTITION}
         )
 
     def arrow_schema(self, *, with_partition: bool = True) -> pa.Schema:
+        import pyarrow as pa
+
+        types = _arrow_types()
         return pa.schema(
             [
-                pa.field(c.name, _ARROW[c.type], nullable=c.nullable)
+                pa.field(c.name, types[c.type], nullable=c.nullable)
                 for c in self.columns
                 if with_partition or c.name != PARTITION
             ]
@@ -80,17 +101,22 @@ class Table:
     def conform(self, frame: pl.LazyFrame) -> pl.LazyFrame:
         """Select exactly this table's columns, in order, cast to their declared types. A
         nullable column the frame lacks (one added to the table later) becomes nulls."""
+        import polars as pl
+
+        types = _polars_types()
         present = set(frame.collect_schema().names())
         return frame.select(
             [
                 (pl.col(c.name) if c.name in present or not c.nullable else pl.lit(None))
-                .cast(_POLARS[c.type], strict=True)
+                .cast(types[c.type], strict=True)
                 .alias(c.name)
                 for c in self.columns
             ]
         )
 
     def empty(self) -> pl.DataFrame:
+        import polars as pl
+
         return pl.DataFrame(schema=self.polars_schema())
 
 

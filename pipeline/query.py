@@ -18,13 +18,15 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
-
-import polars as pl
+from typing import TYPE_CHECKING, Literal
 
 from pipeline.contracts import contracts_dir, tables
 from pipeline.errors import StoreError, UsageError
-from pipeline.store import Store
+
+if TYPE_CHECKING:  # imported where used: the command line reads FORMATS for its --help
+    import polars as pl
+
+    from pipeline.store import Store
 
 OutputFormat = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[OutputFormat, ...] = ("table", "csv", "json", "parquet")
@@ -113,11 +115,15 @@ def open_store(path: Path) -> Store:
         raise UsageError(
             f"no store at {path} (run `explain-pipeline ingest` first, or pass --store)"
         )
+    from pipeline.store import Store
+
     return Store(path)
 
 
 def run_sql(store: Store, sql: str) -> pl.DataFrame:
     """The result of one SQL statement over every table of the store."""
+    import polars as pl
+
     context = pl.SQLContext({name: store.scan(name) for name in tables()}, eager=False)
     try:
         return context.execute(sql.strip().rstrip(";")).collect()
@@ -144,6 +150,8 @@ def render(frame: pl.DataFrame, fmt: OutputFormat) -> str:
     if fmt == "json":
         return frame.write_json() + "\n"
     if fmt == "table":
+        import polars as pl
+
         with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=10_000, tbl_width_chars=10_000):
             return f"{frame}\n"
     raise UsageError("--format parquet needs --output FILE (Parquet is binary)")

@@ -31,12 +31,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import UsageError
 from pipeline.stored import write_attempt, write_campaign
+
+if TYPE_CHECKING:  # imported where used: the command line builds its options from Model
+    import numpy as np
 
 Scenario = Literal["aa", "gain"]
 SCENARIOS: tuple[Scenario, ...] = ("aa", "gain")
@@ -92,6 +93,8 @@ class Model:
     @property
     def shares(self) -> np.ndarray:
         """Shares of the step time, in the order of REGIONS."""
+        import numpy as np
+
         return np.array(
             [self.share_attention, self.share_mlp, self.share_sampling, self.share_comm]
         )
@@ -167,6 +170,8 @@ def campaign_id(scenario: Scenario, repetitions: int) -> str:
 
 
 def campaign_generator(seed: int, scenario: Scenario, repetitions: int) -> np.random.Generator:
+    import numpy as np
+
     """The one generator of a campaign, derived from the seed and the campaign's key."""
     sequence = np.random.SeedSequence(seed, spawn_key=(_SCENARIO_KEY[scenario], repetitions))
     return np.random.Generator(np.random.PCG64(sequence))
@@ -176,6 +181,8 @@ def draw_runs(
     model: Model, scenario: Scenario, repetitions: int, attempts: int, rng: np.random.Generator
 ) -> Runs:
     """Draw every run of a campaign at once (one row of normals per attempt)."""
+    import numpy as np
+
     n, r, s, k = attempts, repetitions, model.steps, len(REGIONS)
     sizes = [r, 2 * r, 2 * r * s * k, 2 * r]
     z = rng.standard_normal((n, sum(sizes)))

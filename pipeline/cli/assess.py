@@ -5,16 +5,17 @@ from __future__ import annotations
 import io
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import polars as pl
 
-from pipeline.assess import AssessResult, assess, parse_what_if
 from pipeline.cli.common import format_option, store_option
 from pipeline.errors import UsageError
-from pipeline.quantities import ATTEMPT
-from pipeline.store import Store
+
+if TYPE_CHECKING:  # Polars and the library load when the command runs, not for --help
+    import polars as pl
+
+    from pipeline.assess import AssessResult
 
 _COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", "direction",
                       "status", "reason", "method"]  # fmt: skip
@@ -62,6 +63,9 @@ def assess_command(
     """
     if bool(campaign_id) == all_campaigns:
         raise UsageError("give one CAMPAIGN_ID or --all")
+    from pipeline.assess import assess, parse_what_if
+    from pipeline.store import Store
+
     store = Store.open(store_path)
     overrides = parse_what_if(what_if) or None
     result = assess(store, None if all_campaigns else [campaign_id or ""], what_if=overrides)
@@ -128,6 +132,8 @@ def _campaign_order(result: AssessResult) -> list[str]:
 
 
 def _changed(result: AssessResult, campaign_id: str | None = None) -> tuple[int, int]:
+    import polars as pl
+
     changed, total = result.changed_verdicts(), result.assessments
     if campaign_id is not None:
         changed = changed.filter(pl.col("campaign_id") == campaign_id)
@@ -141,6 +147,8 @@ def _what_if_label(result: AssessResult) -> str:
 
 
 def render_table(result: AssessResult) -> str:
+    import polars as pl
+
     out = io.StringIO()
     if result.what_if:
         out.write(_what_if_label(result) + "\n\n")
@@ -185,6 +193,10 @@ def _jsonable(value: Any) -> Any:
 
 
 def _nested(result: AssessResult) -> pl.DataFrame:
+    import polars as pl
+
+    from pipeline.quantities import ATTEMPT
+
     comps = result.comparisons.group_by(ATTEMPT).agg(
         pl.struct(_COMPARISON_FIELDS).alias("comparisons")
     )
@@ -208,6 +220,8 @@ def _nested(result: AssessResult) -> pl.DataFrame:
 
 
 def render_json(result: AssessResult) -> str:
+    import polars as pl
+
     nested = _nested(result)
     campaigns = []
     for cid in _campaign_order(result):
@@ -231,6 +245,8 @@ def render_json(result: AssessResult) -> str:
 
 def render_csv(result: AssessResult) -> str:
     """One row per attempt (assessments columns); integrity errors go to stderr."""
+    import polars as pl
+
     if result.blocked.height:
         click.echo(_integrity_lines(result.blocked), err=True, nl=False)
     frame = result.assessments

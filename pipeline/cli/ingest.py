@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
 from pipeline.cli.common import store_option
 from pipeline.errors import EXIT_CODES_HELP, ExitCode
-from pipeline.ingest import OUTCOMES, IngestReport, ingest
-from pipeline.store import Store
+
+if TYPE_CHECKING:
+    from pipeline.ingest import IngestReport
 
 
 @click.command("ingest", epilog=EXIT_CODES_HELP)
@@ -29,6 +30,9 @@ def ingest_command(source: Path, store_path: str | None) -> int:
       explain-pipeline ingest data/attempts --store .explain-store
       explain-pipeline ingest data/attempts/llama-decode-2026-11
     """
+    from pipeline.ingest import ingest  # the libraries load when a command runs, not for --help
+    from pipeline.store import Store
+
     report = ingest(source, Store.open(store_path), progress=sys.stderr.isatty())
     click.echo(format_summary(report))
     for issue in report.issues:
@@ -38,6 +42,10 @@ def ingest_command(source: Path, store_path: str | None) -> int:
 
 def format_summary(report: IngestReport) -> str:
     """A plain-text table: one line per campaign, then the totals."""
+    import polars as pl
+
+    from pipeline.ingest import OUTCOMES
+
     summary = report.summary()
     totals = summary.select(pl.col(OUTCOMES).sum())
     header = ("campaign", "campaign.json", *OUTCOMES)

@@ -8,8 +8,7 @@ import click
 
 from pipeline.cli.common import format_option, store_option
 from pipeline.errors import EXIT_CODES_HELP, ExitCode, UsageError
-from pipeline.query import FORMATS, load_named_queries, open_store, run_sql, write_result
-from pipeline.store import resolve_store_path
+from pipeline.query import FORMATS, load_named_queries
 
 
 @click.command("query", epilog=EXIT_CODES_HELP)
@@ -51,6 +50,9 @@ def query_command(
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet needs --output FILE")
     text = sql if sql is not None else _named(name or "")
+    from pipeline.query import open_store, run_sql, write_result
+    from pipeline.store import resolve_store_path
+
     frame = run_sql(open_store(resolve_store_path(store_path)), text)
     rendered = write_result(frame, fmt, output)  # type: ignore[arg-type]
     if rendered is None:

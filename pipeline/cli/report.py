@@ -6,10 +6,8 @@ from pathlib import Path
 
 import click
 
-from pipeline.assess import overrides, parse_what_if
 from pipeline.cli.common import store_option
 from pipeline.errors import ExitCode, UsageError
-from pipeline.store import Store
 
 
 @click.command("report")
@@ -55,6 +53,9 @@ def report(
 
     if all_campaigns == (campaign_id is not None):
         raise UsageError("give either a CAMPAIGN_ID or --all")
+    from pipeline.assess import overrides, parse_what_if
+    from pipeline.store import Store
+
     store = Store.open(store_path)
     changes = parse_what_if(what_if) or None
     overrides(changes or {})  # a bad key or value is a usage error, also for a blocked campaign

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
-
-from jsonschema import Draft202012Validator
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.contracts import document_schema
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted
+
+if TYPE_CHECKING:  # imported when a line is checked: the command line's --help stays fast
+    from jsonschema import Draft202012Validator
 
 Side = Literal["baseline", "candidate"]
 
@@ -177,6 +178,8 @@ def build_line(
 
 @cache
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(document_schema("measurement"))
 
 
