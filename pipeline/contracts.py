@@ -101,23 +101,29 @@ class Table:
     def conform(self, frame: pl.LazyFrame) -> pl.LazyFrame:
         """Select exactly this table's columns, in order, cast to their declared types. A
         nullable column the frame lacks (one added to the table later) becomes nulls."""
-        import polars as pl
-
-        types = _polars_types()
-        present = set(frame.collect_schema().names())
-        return frame.select(
-            [
-                (pl.col(c.name) if c.name in present or not c.nullable else pl.lit(None))
-                .cast(types[c.type], strict=True)
-                .alias(c.name)
-                for c in self.columns
-            ]
-        )
+        missing = frozenset(c.name for c in self.columns) - set(frame.collect_schema().names())
+        return frame.select(_casts(self, missing))
 
     def empty(self) -> pl.DataFrame:
         import polars as pl
 
         return pl.DataFrame(schema=self.polars_schema())
+
+
+@cache
+def _casts(spec: Table, missing: frozenset[str]) -> list[pl.Expr]:
+    """The column expressions of `Table.conform`, built once per table and set of missing
+    columns (building a few dozen expressions costs more than running them on a small
+    partition). A missing nullable column is nulls; a missing required one fails when run."""
+    import polars as pl
+
+    types = _polars_types()
+    return [
+        (pl.lit(None) if c.name in missing and c.nullable else pl.col(c.name))
+        .cast(types[c.type], strict=True)
+        .alias(c.name)
+        for c in spec.columns
+    ]
 
 
 @cache
