@@ -1,6 +1,8 @@
-"""The documentation runs as written: the Python API walk-through of docs/python.md (code and the
-outputs it shows), the store-reading recipes with campaign ids that engines misread, the reference
-interval of docs/contract.md against the pipeline's, and the API's import behaviour."""
+"""The documentation holds: every English page has its Chinese counterpart and every relative link
+and anchor resolves inside the repository; the Python API walk-through of docs/python.md runs as
+written (code and the outputs it shows); the store-reading recipes read campaign ids that engines
+misread; the reference interval of docs/contract.md equals the pipeline's; and the API's imports
+stay light."""
 
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ from pipeline.bootstrap import paired_intervals
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-RECIPES = "## Reading the store with Polars, PyArrow or DuckDB"
+RECIPES = {
+    "python.md": "## Reading the store with Polars, PyArrow or DuckDB",
+    "zh/python.md": "## 用 Polars、PyArrow 或 DuckDB 直接读 store",
+}
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -56,6 +61,89 @@ def _lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 
 
+# -- pages, translations and links ----------------------------------------------------------------
+def english_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def chinese_page(english: Path) -> Path:
+    if english.name == "README.md":
+        return ROOT / "README.zh-CN.md"
+    return DOCS / "zh" / english.name
+
+
+def _prose(text: str) -> str:
+    """The text without fenced code blocks (where # is a comment and links are not links)."""
+    return _FENCE.sub("", text)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", _prose(page.read_text(encoding="utf-8")), re.M):
+        base = slug(heading)
+        name, n = base, 0
+        while name in found:
+            n += 1
+            name = f"{base}-{n}"
+        found.add(name)
+    return found
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_every_english_page_has_a_chinese_page_linked_both_ways() -> None:
+    missing = []
+    for english in english_pages():
+        chinese = chinese_page(english)
+        there = chinese.relative_to(ROOT)
+        if not chinese.is_file():
+            missing.append(f"{english.relative_to(ROOT)}: no Chinese page {there}")
+            continue
+        en_text, zh_text = english.read_text("utf-8"), chinese.read_text("utf-8")
+        if f"({Path(*chinese.relative_to(english.parent).parts)})" not in en_text:
+            here = chinese.relative_to(english.parent)
+            missing.append(f"{english.relative_to(ROOT)}: no link to its Chinese page ({here})")
+        back = Path("..", english.name) if english.parent == DOCS else Path(english.name)
+        if f"({back})" not in zh_text:
+            missing.append(f"{there}: no link back to its English page ({back})")
+        if len(_CJK.findall(_prose(zh_text))) < 300:
+            missing.append(f"{there}: hardly any Chinese text")
+    assert not missing, "\n".join(missing)
+    extra = {p.name for p in (DOCS / "zh").glob("*.md")} - {p.name for p in DOCS.glob("*.md")}
+    assert not extra, f"docs/zh pages without an English page: {sorted(extra)}"
+
+
+def test_every_relative_link_and_anchor_resolves_inside_the_repository() -> None:
+    pages = [*english_pages(), ROOT / "README.zh-CN.md", *sorted((DOCS / "zh").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in _LINK.findall(_prose(page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            path_part, _, anchor = target.partition("#")
+            resolved = (page.parent / path_part).resolve() if path_part else page
+            where = f"{page.relative_to(ROOT)}: ({target})"
+            if not resolved.is_relative_to(ROOT) or not resolved.exists():
+                broken.append(f"{where}: no such file in the repository")
+            elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+                broken.append(f"{where}: no heading with that anchor")
+    assert not broken, "\n".join(broken)
+
+
+def test_slug_follows_github() -> None:
+    assert slug("4.2 The interval (pinned)") == "42-the-interval-pinned"
+    assert slug("用 Polars、PyArrow 读 store") == "用-polarspyarrow-读-store"
+    assert slug("Methods (field `interval`)") == "methods-field-interval"
+
+
+# -- code blocks --------------------------------------------------------------------------------
 def test_code_blocks_pairs_outputs_with_their_code() -> None:
     text = "```python\nprint(1)\n```\n\n```text\n1\n```\nprose\n```python\nx = 2\n```\n"
     assert code_blocks(text) == [("print(1)\n", "1\n"), ("x = 2\n", None)]
@@ -63,11 +151,16 @@ def test_code_blocks_pairs_outputs_with_their_code() -> None:
         run_blocks([("print(1)\n", "2\n")], {})
 
 
-def test_python_md_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("page", ["python.md", "zh/python.md"])
+def test_python_md_runs_as_written(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "data").symlink_to(ROOT / "data")
     monkeypatch.chdir(tmp_path)
-    blocks = code_blocks((DOCS / "python.md").read_text(encoding="utf-8"))
-    assert sum(expected is not None for _, expected in blocks) >= 5
+    blocks = code_blocks((DOCS / page).read_text(encoding="utf-8"))
+    assert len(blocks) >= 9
+    if page == "python.md":
+        assert sum(expected is not None for _, expected in blocks) >= 6
     namespace: dict[str, Any] = {}
     run_blocks(blocks, namespace)
     # the recipes at the end read the store the session wrote
@@ -85,12 +178,15 @@ def odd_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     return root / "store"
 
 
-def test_store_recipes_read_campaign_id_as_a_string(odd_store: Path) -> None:
+@pytest.mark.parametrize("page", list(RECIPES))
+def test_store_recipes_read_campaign_id_as_a_string(odd_store: Path, page: str) -> None:
     cid = next((odd_store / "samples").iterdir()).name.removeprefix("campaign_id=")
     guessed = pl.scan_parquet(f"{odd_store}/samples/*/data.parquet", hive_partitioning=True)
     assert guessed.collect_schema()["campaign_id"] != pl.String  # the trap the recipes avoid
-    text = (DOCS / "python.md").read_text(encoding="utf-8")
-    recipes = [b for b in code_blocks(text.split(RECIPES, 1)[1]) if "store_path =" not in b[0]]
+    text = (DOCS / page).read_text(encoding="utf-8")
+    section = text.split(RECIPES[page], 1)[1]
+    recipes = [b for b in code_blocks(section) if "store_path =" not in b[0]]
+    assert len(recipes) == 3
     namespace: dict[str, Any] = {"store_path": str(odd_store)}
     run_blocks(recipes, namespace)
     assert namespace["samples"]["campaign_id"].dtype == pl.String
