@@ -22,6 +22,7 @@ import polars as pl
 
 from pipeline import explain, quantities, verdicts
 from pipeline.contracts import table
+from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, UsageError
 from pipeline.policy import INTERVAL_METHODS, policy_sha256
 from pipeline.quantities import ATTEMPT
@@ -198,8 +199,31 @@ class _Facts:
 
 
 def _batches(todo: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:
-    for start in range(0, todo.height, size):
-        yield todo.slice(start, size)
+    """Whole campaigns packed together up to `size` attempts; a campaign larger than `size` is
+    cut into slices of `size`. A batch is the engine's unit of work, so it reads whole
+    partitions wherever it can, and every engine cuts the same batches."""
+    todo = todo.sort("campaign_id", maintain_order=True)
+    pieces: list[int] = []
+    for n in todo.group_by("campaign_id", maintain_order=True).len()["len"]:
+        pieces += [size] * (n // size) + ([n % size] if n % size else [])
+    start = end = 0
+    for length in pieces:
+        if end + length - start > size:
+            yield todo.slice(start, end - start)
+            start = end
+        end += length
+    if end > start:
+        yield todo.slice(start, end - start)
+
+
+def _work(
+    store: Store, campaigns: pl.DataFrame, todo: pl.DataFrame, sizes: Mapping[str, int], size: int
+) -> Iterator[tuple[Store, pl.DataFrame, pl.DataFrame, dict[str, int]]]:
+    """The arguments of `compute_batch` per batch, with only the batch's campaigns."""
+    for batch in _batches(todo, size):
+        ids = batch["campaign_id"].unique().to_list()
+        mine = campaigns.filter(pl.col("campaign_id").is_in(ids))
+        yield store, mine, batch, {c: sizes[c] for c in ids if c in sizes}
 
 
 def _inputs(
@@ -213,6 +237,14 @@ def _inputs(
     return quantities.Inputs(
         campaigns=campaigns.lazy(), **{n: f.lazy() for n, f in zip(names, frames, strict=True)}
     )
+
+
+def compute_batch(
+    store: Store, campaigns: pl.DataFrame, batch: pl.DataFrame, sizes: Mapping[str, int]
+) -> _Facts:
+    """Facts, comparisons and outcomes of one batch: a pure function of the store's input
+    files, which an engine may run on another process or machine (pipeline.engines)."""
+    return _compute(_inputs(store, campaigns, batch, sizes))
 
 
 def _compute(inputs: quantities.Inputs) -> _Facts:
@@ -262,6 +294,7 @@ def _gather(
     attempts: pl.DataFrame,
     previous: pl.DataFrame | None,
     batch_size: int,
+    engine: Engine,
 ) -> _Facts:
     """Reuse what is fresh, compute the rest batch by batch, and put the pieces together."""
     ids = campaigns["campaign_id"].to_list()
@@ -272,8 +305,7 @@ def _gather(
         parts.append(_reused(store, previous, fresh, ids))  # type: ignore[arg-type]
         todo = todo.join(fresh, on=ATTEMPT, how="anti")
     sizes = dict(attempts.group_by("campaign_id").len().iter_rows())
-    for batch in _batches(todo, batch_size):
-        parts.append(_compute(_inputs(store, campaigns, batch, sizes)))
+    parts += engine.map(compute_batch, _work(store, campaigns, todo, sizes, batch_size))
     if not parts:
         return _Facts(
             pl.DataFrame(schema=FACT_SCHEMA),
@@ -375,8 +407,11 @@ def assess(
     what_if: Mapping[str, str] | None = None,
     write: bool = True,
     batch_size: int = DEFAULT_BATCH,
+    engine: Engine | None = None,
 ) -> AssessResult:
-    """Assess campaigns (None: all). Stores results unless `write` is false or this is a what-if."""
+    """Assess campaigns (None: all). Stores results unless `write` is false or this is a what-if.
+    `engine` runs the batches (default: in this process); this process alone writes."""
+    engine = engine or LocalEngine()
     ids = _campaign_ids(store, campaign_ids)
     changes = overrides(what_if or {})
     integrity = store.read("integrity", ids)
@@ -388,13 +423,13 @@ def assess(
     )
     attempts = store.read("attempts", live)
     previous = store.read("assessments", live)
-    got = _gather(store, campaigns, attempts, previous, batch_size)
+    got = _gather(store, campaigns, attempts, previous, batch_size, engine)
     frozen = _assessments(attempts, got, campaigns)
     result = {"assessments": frozen, "comparisons": got.comparisons, "outcomes": got.outcomes}
     if changes:
         effective = _apply_policy(campaigns, changes)
         if any(k in changes for k in INTERVAL_KEYS):
-            got = _gather(store, effective, attempts, None, batch_size)
+            got = _gather(store, effective, attempts, None, batch_size, engine)
         result = {
             "assessments": _assessments(attempts, got, effective),
             "comparisons": got.comparisons,

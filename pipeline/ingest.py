@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +25,7 @@ import polars as pl
 from tqdm import tqdm
 
 from pipeline.contracts import table
+from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.integrity import integrity_errors
 from pipeline.policy import POLICY_FIELDS, canonical_policy, with_defaults
@@ -109,16 +110,24 @@ class _Run:
         )
 
 
-def ingest(source: Path, store: Store, *, progress: bool = False) -> IngestReport:
-    """Validate and store every campaign under ``source`` (an attempts folder or one campaign)."""
+def ingest(
+    source: Path, store: Store, *, progress: bool = False, engine: Engine | None = None
+) -> IngestReport:
+    """Validate and store every campaign under ``source`` (an attempts folder or one campaign).
+    ``engine`` validates the campaigns (default: in this process); this process alone writes,
+    in one transaction."""
+    engine = engine or LocalEngine()
     folders = campaign_folders(Path(source))
     run = _Run()
     total = sum(len(attempt_folders(f)) for f in folders)
     bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="attempt", desc="ingest")
+    tick = bar.update if engine.in_process else None
     try:
         with bar, store.transaction() as txn:
-            for folder in folders:
-                _ingest_campaign(folder, store, txn, run, bar)
+            for got in engine.map(prepare_campaign, [(f, store, tick) for f in folders]):
+                _commit_campaign(got, store, txn, run)
+                if tick is None:
+                    bar.update(len(got.run.rows))
     except (OSError, pl.exceptions.ComputeError) as exc:  # the store, not the inputs
         raise StoreError(f"{store.root}: cannot update the store: {exc}") from exc
     return run.report()
@@ -152,27 +161,53 @@ def attempt_folders(campaign: Path) -> list[Path]:
 
 
 # -- one campaign -------------------------------------------------------------------------------
-def _ingest_campaign(folder: Path, store: Store, txn: Transaction, run: _Run, bar: tqdm) -> None:
+@dataclass
+class _Prepared:
+    """One campaign folder validated against the store: what to record and the new rows."""
+
+    cid: str
+    run: _Run
+    campaign: Document | None = None  # None: campaign.json rejected, nothing to write
+    new: dict[str, pl.DataFrame] = field(default_factory=dict)
+    changed: bool = False  # campaign.json differs from the stored one
+
+
+def prepare_campaign(
+    folder: Path, store: Store, tick: Callable[[int], object] | None = None
+) -> _Prepared:
+    """Validate one campaign folder and build its new rows. A pure function of the folder and
+    the store's files, which an engine may run on another process or machine
+    (pipeline.engines); ``tick`` reports progress per attempt when it runs here."""
+    tick = tick or (lambda n: None)
     attempts = attempt_folders(folder)
     campaign, issues = validate_campaign(folder)
+    run = _Run()
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
         run.issues += issues
         for attempt in attempts:
             run.attempt(folder.name, attempt.name, "rejected")
-        bar.update(len(attempts))
-        return
+        tick(len(attempts))
+        return _Prepared(folder.name, run)
     cid = folder.name
     stored = _stored_attempts(store, cid)
     campaign_changed = _stored_source(store, cid) != campaign.sha256
     first_seen = {a: f for a, (_, f) in stored.items()}
-    valid = _check_attempts(cid, attempts, campaign, stored, campaign_changed, run, bar)
+    valid = _check_attempts(cid, attempts, campaign, stored, campaign_changed, run, tick)
     new = _rows_in_batches(cid, valid, first_seen)
     run.campaigns.append(
         {"campaign_id": cid, "outcome": _campaign_outcome(store, cid, campaign_changed)}
     )
-    if new["attempts"].height or campaign_changed:
-        _write_campaign(store, txn, cid, campaign, new, campaign_changed)
+    return _Prepared(cid, run, campaign, new, campaign_changed)
+
+
+def _commit_campaign(got: _Prepared, store: Store, txn: Transaction, run: _Run) -> None:
+    """Record the campaign's outcomes and write its partitions into the transaction."""
+    run.rows += got.run.rows
+    run.campaigns += got.run.campaigns
+    run.issues += got.run.issues
+    if got.campaign is not None and (got.new["attempts"].height or got.changed):
+        _write_campaign(store, txn, got.cid, got.campaign, got.new, got.changed)
 
 
 def _rows_in_batches(
@@ -222,12 +257,12 @@ def _check_attempts(
     stored: dict[str, tuple[str, str | None]],
     campaign_changed: bool,
     run: _Run,
-    bar: tqdm,
+    tick: Callable[[int], object],
 ) -> Iterator[ValidAttempt]:
     """Valid attempts that are new or changed; every outcome is recorded in ``run``."""
     benchmark = campaign.data["kind"] == "benchmark"
     for folder in folders:
-        bar.update(1)
+        tick(1)
         files, issues = read_attempt_files(folder)
         if files is None:
             run.attempt(cid, folder.name, "rejected", issues)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli.common import format_option, store_option
+from pipeline.cli.common import engine_options, format_option, store_option
+from pipeline.engines import open_engine
 from pipeline.errors import UsageError
 
 if TYPE_CHECKING:  # Polars and the library load when the command runs, not for --help
@@ -39,12 +40,15 @@ _HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, 
     "confidence, resamples, seed, min_pairs, interval recompute the intervals). Never stored. "
     "Repeatable.",
 )
+@engine_options
 def assess_command(
     campaign_id: str | None,
     all_campaigns: bool,
     store_path: str | None,
     fmt: str,
     what_if: tuple[str, ...],
+    engine: str,
+    ray_address: str | None,
 ) -> int:
     """Paired intervals, mechanical explanations and verdicts (SPEC 4-6).
 
@@ -60,6 +64,7 @@ def assess_command(
       explain-pipeline assess --all --format json
       explain-pipeline assess llama-decode-2026-11 --what-if decision=paired \\
           --what-if require_explanation=true
+      explain-pipeline assess --all --engine ray --ray-address auto
     """
     if bool(campaign_id) == all_campaigns:
         raise UsageError("give one CAMPAIGN_ID or --all")
@@ -68,7 +73,9 @@ def assess_command(
 
     store = Store.open(store_path)
     overrides = parse_what_if(what_if) or None
-    result = assess(store, None if all_campaigns else [campaign_id or ""], what_if=overrides)
+    wanted = None if all_campaigns else [campaign_id or ""]
+    with open_engine(engine, ray_address) as runner:
+        result = assess(store, wanted, what_if=overrides, engine=runner)
     render = {"table": render_table, "json": render_json, "csv": render_csv}[fmt]
     click.echo(render(result), nl=False)
     if result.blocked.height:

@@ -24,3 +24,23 @@ def format_option(*choices: str, default: str = "table") -> Any:
         show_default=True,
         help="Output format.",
     )
+
+
+def engine_options(command: Any) -> Any:
+    """--engine and --ray-address: where the per-campaign work runs (docs/scale-out.md)."""
+    command = click.option(
+        "--ray-address",
+        "ray_address",
+        metavar="ADDR",
+        default=None,
+        help="With --engine ray: the cluster to join (e.g. auto, or ray://head:10001); "
+        "default: start a local cluster on this machine's cores.",
+    )(command)
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "ray"]),
+        default="local",
+        show_default=True,
+        help="Run the per-campaign work in this process, or as Ray tasks (needs the ray "
+        "extra: pip install 'explain-pipeline[ray]'); the results are the same.",
+    )(command)

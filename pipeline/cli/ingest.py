@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeline.cli.common import store_option
+from pipeline.cli.common import engine_options, store_option
+from pipeline.engines import open_engine
 from pipeline.errors import EXIT_CODES_HELP, ExitCode
 
 if TYPE_CHECKING:
@@ -18,7 +19,10 @@ if TYPE_CHECKING:
 @click.command("ingest", epilog=EXIT_CODES_HELP)
 @click.argument("source", type=click.Path(path_type=Path))
 @store_option
-def ingest_command(source: Path, store_path: str | None) -> int:
+@engine_options
+def ingest_command(
+    source: Path, store_path: str | None, engine: str, ray_address: str | None
+) -> int:
     """Validate the stored attempts under SOURCE and write them to the store.
 
     SOURCE is an attempts folder (one subfolder per campaign) or one campaign folder.
@@ -29,11 +33,14 @@ def ingest_command(source: Path, store_path: str | None) -> int:
     Example:
       explain-pipeline ingest data/attempts --store .explain-store
       explain-pipeline ingest data/attempts/llama-decode-2026-11
+      explain-pipeline ingest /shared/attempts --store /shared/store --engine ray
     """
     from pipeline.ingest import ingest  # the libraries load when a command runs, not for --help
     from pipeline.store import Store
 
-    report = ingest(source, Store.open(store_path), progress=sys.stderr.isatty())
+    store = Store.open(store_path)
+    with open_engine(engine, ray_address) as runner:
+        report = ingest(source, store, progress=sys.stderr.isatty(), engine=runner)
     click.echo(format_summary(report))
     for issue in report.issues:
         click.echo(str(issue), err=True)
