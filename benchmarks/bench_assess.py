@@ -1,6 +1,6 @@
 """Benchmark of assess (not part of the test suite).
 
-Generates a large synthetic store directly as tables (SPEC 7's model: 4 steps x 4 regions, two
+Generates a large synthetic store directly as tables (contract §7's model: 4 steps x 4 regions, two
 counters, every attempt declaring attention decrease, dram_bytes decrease, sampling unchanged),
 then, each in a fresh subprocess so that its peak resident memory is its own:
 
@@ -141,7 +141,7 @@ def generate(path: Path, attempts: int, per_campaign: int, reps: int, seed: int)
 
 
 def stored_folder(root: Path, attempts: int, reps: int, seed: int) -> None:
-    """A stored-attempt folder (SPEC 2) for the ingest timing, same model."""
+    """A stored-attempt folder (contract §2) for the ingest timing, same model."""
     from pipeline.stored import write_attempt, write_campaign
 
     rng = np.random.default_rng(seed)
@@ -249,7 +249,7 @@ def plain_loop(store_path: Path, sample: int) -> dict[str, Any]:
         return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
 
     t0 = time.perf_counter()
-    for x in vectors:  # as one writes it: SPEC 4.2's generator for each quantity
+    for x in vectors:  # as one writes it: contract §4.2's generator for each quantity
         stat = x[draw(len(x))].mean(axis=1)
         np.exp(np.quantile(stat, probs))
     naive = time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""assess: comparisons, outcomes and verdicts for the campaigns of a store (SPEC 4-6).
+"""assess: comparisons, outcomes and verdicts for the campaigns of a store (contract §4-§6).
 
 Stages: blocked campaigns (any row in table `integrity`) are set aside; attempts whose inputs,
 policy and campaign document are as when they were last assessed keep their stored comparisons

@@ -1,4 +1,4 @@
-"""The paired percentile bootstrap of SPEC 4.2, for a whole batch of quantities at once.
+"""The paired percentile bootstrap of contract §4.2, for a whole batch of quantities at once.
 
 Every quantity with ``n`` pairs is resampled with the same index matrix (common random numbers),
 so the resample means of all of them are one matrix product: ``counts (B, n) @ x (n, Q) / n``,
@@ -49,7 +49,7 @@ class Intervals:
 
 
 def resample_counts(n: int, *, resamples: int, seed: int) -> FloatArray:
-    """``counts[b, i]`` = occurrences of pair ``i`` in resample ``b`` of SPEC 4.2's index matrix."""
+    """``counts[b, i]`` = occurrences of pair ``i`` in resample ``b`` (contract §4.2's idx)."""
     idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
     flat = (idx + (np.arange(resamples, dtype=np.int64) * n)[:, None]).ravel()
     return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
@@ -76,7 +76,7 @@ class _Positions:
 
 
 def _lerp(a: FloatArray, b: FloatArray, t: float) -> FloatArray:
-    """numpy's interpolation, to the last bit, plus SPEC 4.2's rule where ``b`` is ``+inf``:
+    """numpy's interpolation, to the last bit, plus contract §4.2's rule where ``b`` is ``+inf``:
     ``a`` when the weight is 0, else ``+inf`` (also when both are ``+inf``)."""
     with np.errstate(invalid="ignore"):
         diff = b - a
@@ -165,7 +165,7 @@ def _order_statistics(
 
 
 def _quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
-    """numpy's ``linear`` quantiles of every row of ``stat_t`` (Q, B), with SPEC 4.2's infinity
+    """numpy's ``linear`` quantiles of every row of ``stat_t`` (Q, B), with contract §4.2's infinity
     rule; returns (len(probs), Q). Equal to ``numpy.quantile(stat_t, probs, axis=1)`` to the last
     bit wherever that has no NaN."""
     pos = _Positions.of(stat_t.shape[1], probs)
@@ -251,7 +251,7 @@ def paired_intervals(
     probabilities: tuple[float, float] | None = None,
     chunk_bytes: int = 2 << 20,
 ) -> Intervals:
-    """SPEC 4.2 for every column of ``x`` (n pairs ordered by repetition, Q quantities).
+    """contract §4.2 for every column of ``x`` (n pairs ordered by repetition, Q quantities).
 
     Values must be finite or ``+inf``. The caller decides whether ``n`` is enough pairs.
     ``probabilities``: read the same resample means at these two probabilities instead of

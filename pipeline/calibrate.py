@@ -1,9 +1,9 @@
-"""The calibration study of SPEC 7: the decision rules measured on simulated A/A and known-gain
+"""The calibration study of contract §7: the decision rules measured on simulated A/A and known-gain
 campaigns that go through the real ingest and assess.
 
 All three rules come from one assessment per campaign. The simulated policy is the median rule
 without the explanation gate; ``assess`` also reports, for every attempt, the paired rule's
-verdict (``paired_verdict``) and the explanation, whatever the policy. Under SPEC 6 the
+verdict (``paired_verdict``) and the explanation, whatever the policy. Under contract §6 the
 explanation gate only rewrites a PASS, and turns it into PASS exactly when the explanation is
 ``explained``; so "paired + require_explanation" is PASS iff ``paired_verdict`` is PASS and
 ``explanation`` is ``explained``. The other ways a verdict can differ do not occur here: every

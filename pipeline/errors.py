@@ -9,7 +9,7 @@ class ExitCode(IntEnum):
     OK = 0
     REJECTED = 1  # some input was rejected (ingest) or a file could not be read
     USAGE = 2  # bad option, unknown campaign, bad SQL
-    INTEGRITY = 3  # a campaign is blocked by an integrity error (SPEC 6)
+    INTEGRITY = 3  # a campaign is blocked by an integrity error (contract §6)
     INTERNAL = 4  # a bug: an unexpected error, reported without a traceback unless --debug
     NOT_PASS = 5  # the gated verdict is not PASS (ab; assess --gate)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM (a round is left as an aborted attempt)

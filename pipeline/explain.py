@@ -1,4 +1,4 @@
-"""The mechanical explanation of SPEC 5: one outcome per declared expectation, read from one
+"""The mechanical explanation of contract §5: one outcome per declared expectation, read from one
 comparison, and the attempt's explanation by first match."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ EXPLANATION_ORDER: tuple[Explanation, ...] = ("contradicted", "unsupported", "un
 
 
 def _evidence() -> pl.Expr:
-    """SPEC 5's evidence column: which comparison quantity an expectation is read from."""
+    """contract §5's evidence column: which comparison quantity an expectation is read from."""
     return (
         pl.when(pl.col("target") == "counter")
         .then(pl.lit("counter"))
@@ -88,7 +88,7 @@ def outcomes(expectations: pl.LazyFrame, comparisons: pl.LazyFrame) -> pl.LazyFr
 
 def explanations(attempts: pl.LazyFrame, outcome_rows: pl.LazyFrame) -> pl.LazyFrame:
     """Per attempt: not_declared (no expectation) -> contradicted -> unsupported -> unverifiable
-    -> explained, first match wins (SPEC 5)."""
+    -> explained, first match wins (contract §5)."""
     per = outcome_rows.group_by(ATTEMPT).agg(
         [(pl.col("outcome") == o).any().alias(o) for o in EXPLANATION_ORDER]
     )

@@ -1,4 +1,4 @@
-"""Ingest stored attempts (SPEC 2) into the Parquet store (SPEC 3), idempotently.
+"""Ingest stored attempts (contract §2) into the Parquet store (contract §3), idempotently.
 
 Per campaign, each input table's partition is rewritten as: the stored rows of attempts not
 touched by this ingest + the rows of attempts that are new or whose input files changed (a lazy

@@ -1,4 +1,4 @@
-"""Integrity errors of SPEC 6, derived from the evidence columns ingest stores.
+"""Integrity errors of contract §6, derived from the evidence columns ingest stores.
 
 A pure function of the ``campaigns`` and ``attempts`` rows of the store: ingest writes its result
 to the ``integrity`` table, ``assess`` blocks a campaign when it has any row there. Codes:

@@ -1,4 +1,4 @@
-"""The frozen campaign policy: defaults, canonical form and digest (SPEC 2.1)."""
+"""The frozen campaign policy: defaults, canonical form and digest (contract §2.1)."""
 
 from __future__ import annotations
 

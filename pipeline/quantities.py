@@ -1,6 +1,6 @@
-"""Pairing and the per-pair log-ratios of every quantity (SPEC 4.1, 4.3), then one paired interval
-per quantity (SPEC 4.2): Polars expressions over many attempts at once, one bootstrap call per
-group of quantities that share (n, seed, resamples, confidence)."""
+"""Pairing and the per-pair log-ratios of every quantity (contract §4.1, §4.3), then one paired
+interval per quantity (contract §4.2): Polars expressions over many attempts at once, one bootstrap
+call per group of quantities that share (n, seed, resamples, confidence)."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def ok_runs(samples: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def pairs(samples: pl.LazyFrame) -> pl.LazyFrame:
-    """A pair = a repetition with an ok run on both sides (SPEC 4.1)."""
+    """A pair = a repetition with an ok run on both sides (contract §4.1)."""
     return (
         ok_runs(samples)
         .group_by([*ATTEMPT, "repetition"])
@@ -159,7 +159,7 @@ def side_medians(samples: pl.LazyFrame) -> pl.LazyFrame:
 # (`run`) and categorical step/region/counter names: grouping and joining on these is several
 # times faster than on RUN's strings. Names are cast back to strings when the pairs are built.
 def reference_regions(expectations: pl.LazyFrame) -> pl.LazyFrame:
-    """Regions declared `unchanged`: the reference of normalization and shares (SPEC 2.3)."""
+    """Regions declared `unchanged`: the reference of normalization and shares (contract §2.3)."""
     return expectations.filter(
         (pl.col("target") == "region") & (pl.col("expect") == "unchanged")
     ).select([*ATTEMPT, pl.col("name").alias("region")])
@@ -259,8 +259,9 @@ def _step_reference(bd: pl.LazyFrame) -> pl.LazyFrame:
 def _normalized(
     bd: pl.LazyFrame, steps: pl.LazyFrame, pair_keys: pl.LazyFrame, names: pl.LazyFrame
 ) -> pl.LazyFrame:
-    """SPEC 4.3.3: per run, mean over steps with reference time > 0 of region_s / reference_s
-    (a region absent from such a step adds 0 to the sum and still counts in the mean)."""
+    """region_normalized (contract §4.3): per run, mean over steps with reference time > 0 of
+    region_s / reference_s (a region absent from such a step adds 0 to the sum and still counts in
+    the mean)."""
     ref_steps = steps.filter(pl.col("ref_s") > 0)
     den = ref_steps.group_by("run").agg(pl.len().alias("value"))
     num = (
@@ -287,7 +288,7 @@ def _normalized(
 
 
 def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
-    """SPEC 4.3.4: share = sum of reference / sum of all regions, per run."""
+    """contract §4.3, share_speedup: share = sum of reference / sum of all regions, per run."""
     share = _group_sum(steps, ["run"], ref=pl.col("ref_s"), every=pl.col("all_s")).select(
         ["run", (pl.col("ref") / pl.col("every")).alias("value")]
     )
@@ -313,7 +314,7 @@ class PairFrames:
 
 
 def pair_frames(inputs: Inputs) -> PairFrames:
-    """Every quantity of SPEC 4.3 for every attempt of `inputs`, and its per-pair log-ratios."""
+    """Every quantity (contract §4.3) of every attempt of `inputs`, and its per-pair log-ratios."""
     runs = _run_ids(inputs.samples).collect(engine=_ENGINE).lazy()
     # stages used several times are computed once
     pk, refs, bd, ok_counters = (
@@ -510,7 +511,7 @@ def _direction() -> pl.Expr:
 
 
 def comparisons(inputs: Inputs) -> pl.DataFrame:
-    """Rows of table `comparisons` for every attempt of `inputs` (SPEC 4)."""
+    """Rows of table `comparisons` for every attempt of `inputs` (contract §4)."""
     frames = pair_frames(inputs)
     summary = summarize(frames, inputs.campaigns)
     bounds = intervals(summary, frames.pairs.lazy())

@@ -1,4 +1,4 @@
-"""The A/A and known-gain simulation of SPEC 7: synthetic campaigns in the stored-attempt format.
+"""The A/A and known-gain simulation (contract §7): synthetic campaigns as stored attempts.
 
 The model, per attempt of ``R`` repetitions (each repetition runs baseline, then candidate):
 
@@ -48,7 +48,7 @@ DEFAULT_REPETITIONS: tuple[int, ...] = (3, 5, 10, 20)
 DEFAULT_ATTEMPTS = 1000
 
 METRIC = {"name": "e2e_seconds", "better": "lower"}
-# The declaration every simulated attempt saves before its candidate runs (SPEC 7). In scenario
+# The declaration every simulated attempt saves before its candidate runs (contract §7). In scenario
 # `aa` it is false, which is what measures the rate of false explanations.
 MECHANISM: dict[str, Any] = {
     "hypothesis": "Simulated: the candidate's attention kernel moves fewer DRAM bytes "
@@ -68,7 +68,7 @@ _DECLARED_BEFORE = timedelta(seconds=30)
 
 @dataclass(frozen=True)
 class Model:
-    """Every parameter of the SPEC 7 model, with the SPEC value as default."""
+    """Every parameter of the contract §7 model, with its value there as default."""
 
     steps: int = 4
     step_seconds: float = 0.010
@@ -84,7 +84,7 @@ class Model:
     sigma_dram: float = 0.001
     gain_factor: float = 0.88
     min_improvement_pct: float = 1.0
-    # Bootstrap settings frozen into each campaign's policy (SPEC 2.1 defaults).
+    # Bootstrap settings frozen into each campaign's policy (contract §2.1 defaults).
     resamples: int = 10000
     confidence: float = 0.95
     policy_seed: int = 0
@@ -128,7 +128,7 @@ class Model:
             ("resamples", self.resamples >= 1, "must be >= 1"),
             ("confidence", 0 < self.confidence < 1, "must be between 0 and 1"),
             ("policy_seed", self.policy_seed >= 0, "must be >= 0"),
-            ("min_pairs", self.min_pairs >= 5, "must be >= 5 (SPEC 2.1)"),
+            ("min_pairs", self.min_pairs >= 5, "must be >= 5 (docs/contract.md §2.1)"),
         ]
         nonnegative = [f"share_{region}" for region in REGIONS] + list(_SIGMAS)
         rules += [(n, getattr(self, n) >= 0, "must be >= 0") for n in nonnegative]

@@ -1,4 +1,4 @@
-"""Writing stored attempts in the SPEC 2 folder format (used by simulate and the example data)."""
+"""Writing stored attempts in the folder format of contract §2 (for simulate and the examples)."""
 
 from __future__ import annotations
 

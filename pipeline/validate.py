@@ -1,4 +1,4 @@
-"""Validation of stored attempts (SPEC 2): the JSON Schemas, plus the rules a schema cannot say.
+"""Validation of stored attempts (contract §2): the JSON Schemas, plus the rules a schema can't say.
 
 Every problem becomes an :class:`Issue` naming file, line, field, reason and a reason code; all the
 problems of a document are reported in one pass. Nothing here touches the store.

@@ -1,5 +1,5 @@
-"""The verdicts of SPEC 6: the median rule, the paired rule, the explanation gate, eligibility and
-the campaign's best attempt, as Polars expressions over one row per attempt.
+"""The verdicts (contract §6): the median rule, the paired rule, the explanation gate, eligibility
+and the campaign's best attempt, as Polars expressions over one row per attempt.
 
 Input columns (one row per attempt, its campaign's effective policy joined in):
 ``round, attempt_id, status, improvement_pct, median_problem, paired_estimate, paired_low,
@@ -51,7 +51,7 @@ def _attempt_reason() -> pl.Expr:
 
 
 def median_rule() -> tuple[pl.Expr, pl.Expr]:
-    """SPEC 6 median decision -> (verdict, reason)."""
+    """contract §6 median decision -> (verdict, reason)."""
     pct = pl.col("improvement_pct")
     passed = (pct > 0) & (pct >= pl.col("min_improvement_pct"))
     verdict = (
@@ -76,7 +76,7 @@ def median_rule() -> tuple[pl.Expr, pl.Expr]:
 
 
 def paired_rule() -> tuple[pl.Expr, pl.Expr]:
-    """SPEC 6 paired decision on the metric interval; the interval alone decides."""
+    """contract §6 paired decision on the metric interval; the interval alone decides."""
     low, high = pl.col("paired_low"), pl.col("paired_high")
     gate = 1 + pl.col("min_improvement_pct") / 100
     undecided = _not_completed() | (pl.col("metric_status") != "ok")

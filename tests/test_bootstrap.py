@@ -1,4 +1,4 @@
-"""The paired bootstrap against a plain reference implementation of SPEC 4.2, written here."""
+"""The paired bootstrap against a plain reference implementation of contract §4.2, written here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pipeline.bootstrap import Intervals, _quantiles, paired_intervals, resample
 
 
 def reference_quantile(values: list[float], p: float) -> float:
-    """numpy's "linear" method, written out, with SPEC 4.2's infinity rule."""
+    """numpy's "linear" method, written out, with contract §4.2's infinity rule."""
     ordered = sorted(values)
     size = len(ordered)
     virtual = (size - 1) * p
@@ -28,7 +28,7 @@ def reference_quantile(values: list[float], p: float) -> float:
 def reference_interval(
     x: list[float], resamples: int, seed: int, confidence: float
 ) -> tuple[float, float, float]:
-    """One quantity, one resample at a time: the obvious loop SPEC 4.2 describes."""
+    """One quantity, one resample at a time: the obvious loop contract §4.2 describes."""
     n = len(x)
     idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
     stats = []

@@ -1,5 +1,5 @@
-"""The calibration study: the SPEC 7 shape, agreement with a plain reference implementation of the
-rules, the one-assessment shortcut against assess's own what-if, and byte-identical output."""
+"""The calibration study: the contract §7 shape, agreement with a plain reference implementation of
+the rules, the one-assessment shortcut against assess's own what-if, and byte-identical output."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def _row(result: Calibration, reps: int) -> dict:
 
 def test_shape_of_spec_7(study: Calibration) -> None:
     r3, r10 = _row(study, 3), _row(study, 10)
-    # The median rule's false PASS is large at 3 repetitions (SPEC: about 40%); the paired rule
-    # gives no interval at 3 pairs and few false PASS at 10.
+    # The median rule's false PASS is large at 3 repetitions (contract §7: about 40%); the paired
+    # rule gives no interval at 3 pairs and few false PASS at 10.
     assert 0.25 < r3["aa_median_false_pass"] < 0.55
     assert r3["aa_paired_false_pass"] == 0.0
     assert r3["aa_median_false_pass"] > r3["aa_paired_false_pass"] + 0.2
@@ -41,16 +41,16 @@ def test_shape_of_spec_7(study: Calibration) -> None:
     assert r10["gain_explained"] > 0.9
     assert r10["aa_false_explained"] < 0.05
     assert r3["gain_explained"] == 0.0  # 3 pairs: every comparison is too_few_pairs
-    # The nominal 95% interval under-covers, much more so at 3 pairs (SPEC 8: about 75%).
+    # The nominal 95% interval under-covers, much more so at 3 pairs (contract §8: about 75%).
     assert 0.6 < r3["aa_coverage"] < r10["aa_coverage"] - 0.05
     assert 0.82 < r10["aa_coverage"] < 0.99
     assert [r3["aa_coverage_source"], r10["aa_coverage_source"]] == ["bootstrap", "assess"]
 
 
-# -- a plain reference implementation of SPEC 4.2, 5 and 6 for this model -----------------------
+# -- a plain reference implementation of contract §4.2, §5 and §6 for this model ---------------
 
 def _interval(x: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """x (n, Q) -> low, high of SPEC 4.2, one resample at a time (no count matrix)."""
+    """x (n, Q) -> low, high of contract §4.2, one resample at a time (no count matrix)."""
     n = x.shape[0]
     idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
     stat = np.stack([x[row].mean(axis=0) for row in idx])
@@ -67,7 +67,7 @@ def _reference_counts(
     pct = (med_b - med_c) / med_b * 100
     median_pass = (pct > 0) & (pct >= model.min_improvement_pct)
     low, high = _interval(np.log(metric[:, :, 0] / metric[:, :, 1]).T, model.resamples, 0)
-    # attention normalized by the reference region sampling, step by step (SPEC 4.3)
+    # attention normalized by the reference region sampling, step by step (contract §4.3)
     normalized = (runs.seconds[..., 0] / runs.seconds[..., 2]).mean(axis=3)
     attention_low, _ = _interval(np.log(normalized[:, :, 0] / normalized[:, :, 1]).T,
                                  model.resamples, 0)

@@ -253,3 +253,47 @@ def test_import_pipeline_is_light_and_the_api_names_are_stable() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n"
+
+
+# -- the repository stands on its own ------------------------------------------------------------
+_OUTSIDE = re.compile(r"\b" + "SP" + "EC" + r"\b")  # spelled apart so this file passes its own test
+_SHIPPED = ("README*", "docs/**/*", "pipeline/**/*", "schemas/**/*", "queries/**/*", "tests/**/*",
+            "benchmarks/**/*", "data/*.py", "Makefile", "pyproject.toml")  # fmt: skip
+_TEXT = {".md", ".py", ".json", ".sql", ".toml", ".html", ".txt", ".cfg", ""}
+
+
+def test_nothing_cites_a_file_users_do_not_get() -> None:
+    """Users get the repository: rules are cited from docs/contract.md ("contract §N")."""
+    found = []
+    for pattern in _SHIPPED:
+        for path in sorted(ROOT.glob(pattern)):
+            if not path.is_file() or path.suffix not in _TEXT:
+                continue
+            lines = path.read_text("utf-8", errors="replace").splitlines()
+            for number, line in enumerate(lines, 1):
+                if _OUTSIDE.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "cite docs/contract.md (contract §N) instead:\n" + "\n".join(found)
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every command and subcommand (groups that load their commands lazily included)."""
+    import click
+
+    found = [(path, command)]
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            found += _commands(command.get_command(ctx, name), (*path, name))
+    return found
+
+
+def test_no_help_text_cites_a_file_users_do_not_get() -> None:
+    import click
+
+    from pipeline.cli import cli
+
+    for path, command in _commands(cli):
+        ctx = click.Context(command, info_name=" ".join(("explain-pipeline", *path)))
+        text = command.get_help(ctx)
+        assert text.strip() and not _OUTSIDE.search(text), (path, text)

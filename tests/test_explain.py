@@ -1,4 +1,4 @@
-"""SPEC 5: every row of the evidence table and every step of the explanation order."""
+"""contract §5: every row of the evidence table and every step of the explanation order."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ingest: what is stored, what is rejected, and the integrity evidence (SPEC 2, 3, 6)."""
+"""Ingest: what is stored, what is rejected, and the integrity evidence (contract §2, §3, §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The canonical policy and its digest (SPEC 2.1), and the stored-attempt writer that uses it."""
+"""The canonical policy and its digest (contract §2.1), and the stored-attempt writer using it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Pairing, per-run values and paired intervals (SPEC 4) against plain reference code."""
+"""Pairing, per-run values and paired intervals (contract §4) against plain reference code."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ RESAMPLES = 2000
 
 # -- plain reference implementation (loops on purpose) ---------------------------------------
 def ref_quantile(stat: list[float], p: float) -> float:
-    """numpy 'linear' quantile with SPEC 4.2's rule for +inf."""
+    """numpy 'linear' quantile with contract §4.2's rule for +inf."""
     s = sorted(stat)
     h = (len(s) - 1) * p
     lo = math.floor(h)

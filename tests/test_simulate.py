@@ -1,5 +1,5 @@
-"""The SPEC 7 simulation: valid stored attempts, right digests and clock, reproducible, and the
-statistics of the model are the ones SPEC states."""
+"""The contract §7 simulation: valid stored attempts, right digests and clock, reproducible, and the
+statistics of the model are the ones contract §7 states."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_cli_writes_what_it_says(tmp_path: Path, capsys: pytest.CaptureFixture[s
     [(["--steps", "0"], "--steps: must be >= 1, got 0"),
      (["--share-mlp", "-0.1"], "--share-mlp: must be >= 0, got -0.1"),
      (["--repetitions", "3,3"], "--repetitions: duplicate value in [3, 3]"),
-     (["--min-pairs", "4"], "--min-pairs: must be >= 5 (SPEC 2.1), got 4")],
+     (["--min-pairs", "4"], "--min-pairs: must be >= 5 (docs/contract.md §2.1), got 4")],
 )
 def test_bad_model_parameters_are_usage_errors(
     tmp_path: Path, option: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -157,7 +157,7 @@ def test_bad_model_parameters_are_usage_errors(
     assert not (tmp_path / "out").exists()
 
 
-# -- the model's statistics (SPEC 7), from many simulated runs -----------------------------------
+# -- the model's statistics (contract §7), from many simulated runs ---------------------------
 
 @pytest.fixture(scope="module")
 def draws() -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""The store as ingest writes it: hive layout, idempotency, replacement, atomicity (SPEC 3)."""
+"""The store as ingest writes it: hive layout, idempotency, replacement, atomicity (contract §3)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import duckdb  # a test extra: SPEC 3 promises the store reads as is in DuckDB
+import duckdb  # a test extra: contract §3 promises the store reads as is in DuckDB
 import polars as pl
 import pyarrow.dataset as ds
 import pytest

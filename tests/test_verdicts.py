@@ -1,4 +1,4 @@
-"""SPEC 6 verdict rules on hand-made per-attempt facts."""
+"""contract §6 verdict rules on hand-made per-attempt facts."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def assess_command(
     engine: str,
     ray_address: str | None,
 ) -> int:
-    """Paired intervals, mechanical explanations and verdicts (SPEC 4-6).
+    """Paired intervals, mechanical explanations and verdicts (docs/contract.md §4-§6).
 
     Prints one row per attempt: round, candidate, pairs, median improvement %, paired
     estimate [low, high], share speedup, explanation, verdict (reason), eligible and the

@@ -1,4 +1,4 @@
-"""The ``import`` command: profiler files of one run -> one SPEC 2.4 measurement line."""
+"""The ``import`` command: profiler files of one run -> one measurement line (contract §2.4)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def import_command(
     renames: tuple[str, ...],
     output: Path | None,
 ) -> int:
-    """Turn the profiler files of one run into one measurement line (SPEC 2.4).
+    """Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).
 
     FORMAT is kineto (PyTorch profiler Chrome trace, .json or .json.gz), nsys (nsys stats
     --format csv reports), ncu (ncu --csv details or raw page) or msprof (msprof / torch_npu

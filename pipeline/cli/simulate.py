@@ -43,7 +43,7 @@ def _parse_repetitions(_ctx: Any, _param: Any, value: str) -> tuple[int, ...]:
 
 
 def model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """One option per Model field, the SPEC 7 value as default."""
+    """One option per Model field, the docs/contract.md §7 value as default."""
     for spec in reversed(dataclasses.fields(Model)):
         default = spec.default
         command = click.option(
@@ -94,7 +94,7 @@ def simulate_command(
     out_dir: Path, scenario: str, repetitions: tuple[int, ...], attempts: int, seed: int,
     **model: Any,
 ) -> int:
-    """Write synthetic A/A and known-gain campaigns (SPEC 7) as stored attempts.
+    """Write synthetic A/A and known-gain campaigns (docs/contract.md §7) as stored attempts.
 
     One campaign per scenario and repetition count (aa-r03, gain-r10, ...), each with
     ATTEMPTS attempts that declare: attention decrease, dram_bytes decrease, sampling
@@ -134,7 +134,7 @@ def simulate_command(
 def calibrate_command(
     attempts: int, seed: int, repetitions: tuple[int, ...], fmt: str, **model: Any
 ) -> int:
-    """Measure the decision rules on simulated A/A and known-gain campaigns (SPEC 7).
+    """Measure the decision rules on simulated A/A and known-gain campaigns (docs/contract.md §7).
 
     Simulates both scenarios for every repetition count into a temporary folder, runs the
     real ingest and assess on them in a temporary store, and prints per repetition count:

@@ -1,4 +1,4 @@
-"""Importers: real profiler output -> one SPEC 2.4 measurement line per run.
+"""Importers: real profiler output -> one contract §2.4 measurement line per run.
 
 Every format module reads its files into an :class:`Imported` (step -> region -> seconds,
 counter -> value, the end-to-end metric when the input has one, all as exact Decimals). This
@@ -145,7 +145,7 @@ def build_line(
     metric: float | None = None,
     renames: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The SPEC 2.4 line of one run. ``metric`` overrides the input's end-to-end time; a format
+    """The contract §2.4 line of one run. ``metric`` overrides the input's end-to-end time; a format
     without one (nsys, ncu summaries) needs it. The line is validated before it is returned."""
     renames = renames or {}
     if metric is None:

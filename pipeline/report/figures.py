@@ -308,7 +308,7 @@ _FAMILY = {"metric": 0, "share_speedup": 1, "region": 2, "region_normalized": 2,
 def forest_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFrame:
     """One row per comparison of an attempt, plus a row for every expectation without one.
 
-    An expectation's row is its evidence comparison (SPEC 5); a region or counter that never
+    An expectation's row is its evidence comparison (contract §5); a region or counter that never
     appears has no comparison, so it gets an empty row of its own, marked unverifiable.
     """
     marks = outcomes.select(
@@ -333,7 +333,7 @@ def forest_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFra
     missing = pl.col("status").is_null()  # an expectation with no comparison
     return rows.with_columns(
         label.alias("label"),
-        pl.col("estimate", "low", "high").fill_nan(None),  # never in SPEC data; JSON has no NaN
+        pl.col("estimate", "low", "high").fill_nan(None),  # never in valid data; JSON has no NaN
         pl.col("quantity").replace_strict(_FAMILY, default=4).alias("family"),
         pl.when(missing).then(pl.lit("unverifiable")).otherwise("status").alias("status"),
         pl.when(missing)

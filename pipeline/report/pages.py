@@ -200,8 +200,8 @@ def integrity_html(data: CampaignData) -> str:
     return (
         '<section id="integrity"><h2>Integrity errors</h2>'
         '<div class="banner blocked"><b>This campaign is blocked.</b> Its inputs changed or were '
-        "declared out of order (SPEC §6), so no verdict is issued for any of its attempts. Fix "
-        "the inputs, ingest again and assess.</div>"
+        "declared out of order (docs/contract.md §6), so no verdict is issued for any of its "
+        "attempts. Fix the inputs, ingest again and assess.</div>"
         + html_table(frame, ("where", "code", "message", "expected", "actual"))
         + "</section>"
     )
