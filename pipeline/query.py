@@ -111,13 +111,9 @@ def _parse_block(path: Path, start: int, block: list[str]) -> tuple[NamedQuery, 
 
 # -- running SQL ---------------------------------------------------------------------------
 def open_store(path: Path) -> Store:
-    if not path.is_dir():
-        raise UsageError(
-            f"no store at {path} (run `explain-pipeline ingest` first, or pass --store)"
-        )
     from pipeline.store import Store
 
-    return Store(path)
+    return Store.open_existing(path)
 
 
 def run_sql(store: Store, sql: str) -> pl.DataFrame:

@@ -3,12 +3,14 @@
 Layout: ``<store>/<table>/campaign_id=<id>/data.parquet``. The partition column lives in the
 path only, so Polars, PyArrow and DuckDB read each table as a hive-partitioned dataset.
 
-Writes are transactions over whole partitions. Each new file is written beside its target under a
-hidden name (``.data.parquet.<txid>.tmp``: dot-prefixed, so dataset readers skip it), then a journal
-listing every rename is committed by an atomic rename into ``_txn/``, then the renames are applied
-and the journal removed. A crash before the journal commit leaves the store as it was (stray
-hidden files are removed by the next writer); a crash after it is rolled forward by the next
-``Store`` that opens the folder. Either way the store is as before the write, or as after it.
+Writes are transactions over whole partitions. Each new file is staged under
+``_staging/<txid>/`` (outside the table folders, so a reader of ``<store>/<table>/`` never meets
+it), then a journal listing every rename is committed by an atomic rename into ``_txn/``, then
+the renames are applied and the journal removed. A crash before the journal commit leaves the
+store as it was (the staged files are removed by the next writer or `store repair`); a crash
+after it is rolled forward by the next command that opens the store, or by `store repair`.
+Outside readers may see a mix of old and new partitions only while a commit is being applied:
+docs/store.md says what they may see and how to avoid it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +29,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.contracts import PARTITION, table, tables
-from pipeline.errors import StoreError
+from pipeline.errors import StoreError, UsageError
 
 DEFAULT_STORE = ".explain-store"
 DATA_FILE = "data.parquet"
@@ -48,6 +51,12 @@ def resolve_store_path(path: str | os.PathLike[str] | None) -> Path:
     return Path(path or os.environ.get("EXPLAIN_STORE") or DEFAULT_STORE)
 
 
+def is_store(path: Path) -> bool:
+    """A store is a folder holding the campaigns table or the lock file every write creates
+    (so a store that ingest created from an empty source is one too)."""
+    return (path / "campaigns").is_dir() or (path / _LOCK_FILE).is_file()
+
+
 def _fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
@@ -63,6 +72,31 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a staging folder (symbolic links inside are removed, never followed)."""
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # _staging itself, once empty
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something `store check` reports: a file or folder of the store and what is wrong with it."""
+
+    path: Path
+    reason: str
+    repairable: bool  # `store repair` fixes it
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Repaired:
+    commits_finished: int
+    strays_removed: int
 
 
 @dataclass
@@ -83,7 +117,7 @@ class Transaction:
         """Replace one partition with ``frame`` (its rows of that campaign, table columns)."""
         spec = table(table_name)
         target = self.store.partition_file(table_name, campaign_id)
-        staged = target.with_name(f".{DATA_FILE}.{self.txid}.tmp")
+        staged = self.staging_dir / target.relative_to(self.store.root)
         staged.parent.mkdir(parents=True, exist_ok=True)
         lazy = frame.lazy().with_columns(pl.lit(campaign_id).alias(PARTITION))
         conformed = spec.conform(lazy).select(spec.file_columns)
@@ -122,24 +156,40 @@ class Transaction:
         _fsync_dir(journal_dir)
         self.store._apply_journal(final, self.store._journal_ops(final))
 
+    @property
+    def staging_dir(self) -> Path:
+        return self.store.root / _STAGING_DIR / self.txid
+
     def abandon(self) -> None:
-        for op in self.ops:
-            if op.staged is not None:
-                op.staged.unlink(missing_ok=True)
+        _remove_tree(self.staging_dir)
 
 
 class Store:
     """A folder of hive-partitioned Parquet tables."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, recover: bool = True) -> None:
+        """Open the folder ``root`` (created by the first write). A commit that was interrupted
+        after its journal was written is finished first, unless ``recover`` is false."""
         self.root = Path(root)
-        if self._pending_journals():  # readers take no lock and write nothing otherwise
+        if recover and self._pending_journals():  # otherwise readers take no lock, write nothing
             with self._locked():
                 self._recover()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> Store:
+        """The store at ``path`` (--store, $EXPLAIN_STORE, ./.explain-store), created by the first
+        write if it does not exist: for commands that create a store (ingest)."""
         return cls(resolve_store_path(path))
+
+    @classmethod
+    def open_existing(cls, path: str | os.PathLike[str] | None = None, **kwargs: bool) -> Store:
+        """The store at ``path``; a usage error if there is none (nothing is created)."""
+        root = resolve_store_path(path)
+        if not is_store(root):
+            raise UsageError(
+                f"no store at {root} (run `explain-pipeline ingest` first, or pass --store)"
+            )
+        return cls(root, **kwargs)
 
     # -- layout -----------------------------------------------------------------------------
     def table_dir(self, table_name: str) -> Path:
@@ -228,6 +278,7 @@ class Store:
             _fsync_dir(folder)
         journal.unlink()
         _fsync_dir(journal.parent)
+        _remove_tree(self.root / _STAGING_DIR / journal.stem)
 
     def _journal_ops(self, journal: Path) -> list[tuple[Path, Path | None]]:
         """The (target, staged) pairs of a committed journal, each path checked to be a file of
@@ -288,9 +339,67 @@ class Store:
         checked = [(journal, self._journal_ops(journal)) for journal in self._pending_journals()]
         for journal, ops in checked:
             self._apply_journal(journal, ops)
-        for pending in journal_dir.glob(".*.json.tmp"):
-            pending.unlink(missing_ok=True)
 
-    def _remove_stray_staging(self) -> None:
-        for staged in self.root.glob(f"*/{PARTITION}=*/.{DATA_FILE}.*.tmp"):
-            staged.unlink(missing_ok=True)
+    def _strays(self) -> list[Path]:
+        """Staged files no committed journal names: what a write that never committed left."""
+        pending = {journal.stem for journal in self._pending_journals()}
+        staging = self.root / _STAGING_DIR
+        found = [p for p in staging.iterdir() if p.name not in pending] if staging.is_dir() else []
+        found += self.root.glob(f"*/{PARTITION}=*/.{DATA_FILE}.*.tmp")  # written before 0.2
+        found += self.root.glob(f"{_TXN_DIR}/.*.json.tmp")  # a journal never committed
+        return sorted(found)
+
+    def _remove_stray_staging(self) -> int:
+        strays = self._strays()
+        for stray in strays:
+            if stray.is_dir() and not stray.is_symlink():
+                _remove_tree(stray)
+            else:
+                stray.unlink(missing_ok=True)
+        return len(strays)
+
+    # -- checking and repairing -------------------------------------------------------------
+    def problems(self) -> list[Problem]:
+        """What `store check` reports; reads only."""
+        found: list[Problem] = []
+        for journal in self._pending_journals():
+            try:
+                n = len(self._journal_ops(journal))
+            except StoreError as exc:
+                found.append(Problem(journal, str(exc).split(": ", 1)[1], repairable=False))
+                continue
+            found.append(
+                Problem(
+                    journal,
+                    f"commit not finished: {n} partition file(s) still to be replaced; readers "
+                    "outside explain-pipeline may see a mix of old and new partitions",
+                    repairable=True,
+                )
+            )
+        found += [
+            Problem(p, "stray staging files of a write that never committed", repairable=True)
+            for p in self._strays()
+        ]
+        return found
+
+    @contextlib.contextmanager
+    def shared_lock(self) -> Iterator[None]:
+        """Wait for a running write to finish and keep writers out, without creating a file."""
+        try:
+            handle = open(self.root / _LOCK_FILE, "rb")  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            yield
+            return
+        with handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def repair(self) -> Repaired:
+        """Finish every interrupted commit and remove stray staging files (takes the lock)."""
+        with self._locked():
+            finished = len(self._pending_journals())
+            self._recover()
+            return Repaired(finished, self._remove_stray_staging())

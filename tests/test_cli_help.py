@@ -11,7 +11,7 @@ import pytest
 from pipeline.cli import cli, main
 
 EXPECTED_COMMANDS = {"ingest", "assess", "query", "simulate", "calibrate", "report", "import",
-                     "campaign", "round", "ab"}  # fmt: skip
+                     "campaign", "round", "ab", "store"}  # fmt: skip
 
 
 def test_every_command_of_the_spec_is_registered() -> None:

@@ -113,3 +113,32 @@ def test_a_corrupt_journal_is_named_with_exit_1(
     assert err.startswith(f"error: {journal}: ") and reason in err
     assert "Traceback" not in err
     assert files(small_store) == before
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["assess", "--all"],
+        ["assess", "c1"],
+        ["report", "c1"],
+        ["report", "--all"],
+        ["query", "SELECT 1 AS one"],
+    ],
+)
+@pytest.mark.parametrize("kind", ["missing", "empty folder"])
+def test_commands_that_read_need_an_existing_store_and_create_nothing(
+    tmp_path: Path,
+    command: list[str],
+    kind: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)  # report's default output would land here
+    path = tmp_path / "mistyped"
+    if kind == "empty folder":
+        path.mkdir()
+    code, out, err = run_main([*command, "--store", str(path)], capsys)
+    assert (code, out) == (2, "")
+    hint = "(run `explain-pipeline ingest` first, or pass --store)"
+    assert err == f"error: no store at {path} {hint}\n"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == (["mistyped"] if path.exists() else [])

@@ -28,9 +28,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from pipeline.cli import assess, imports, ingest, query, record, report, simulate
+    from pipeline.cli import assess, imports, ingest, query, record, report, simulate, store
 
-    for module in (ingest, assess, query, simulate, report, imports, record):
+    for module in (ingest, assess, query, simulate, report, imports, record, store):
         for command in module.COMMANDS:
             cli.add_command(command)
 

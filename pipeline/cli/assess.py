@@ -71,7 +71,7 @@ def assess_command(
     from pipeline.assess import assess, parse_what_if
     from pipeline.store import Store
 
-    store = Store.open(store_path)
+    store = Store.open_existing(store_path)
     overrides = parse_what_if(what_if) or None
     wanted = None if all_campaigns else [campaign_id or ""]
     with open_engine(engine, ray_address) as runner:

@@ -56,7 +56,7 @@ def report(
     from pipeline.assess import overrides, parse_what_if
     from pipeline.store import Store
 
-    store = Store.open(store_path)
+    store = Store.open_existing(store_path)
     changes = parse_what_if(what_if) or None
     overrides(changes or {})  # a bad key or value is a usage error, also for a blocked campaign
     out = Path(output) if output else default_output(campaign_id)

@@ -1,0 +1,143 @@
+"""What outside readers see during and after a write, and `store check` / `store repair`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.dataset as ds
+import pytest
+
+import pipeline.store
+from pipeline.contracts import table
+from pipeline.store import Store
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+
+
+def _samples(attempt: str, metric: float) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"attempt_id": [attempt], "side": ["baseline"], "repetition": [0], "status": ["ok"],
+         "metric": [metric], "line": [1]}
+    )  # fmt: skip
+
+
+def _attempts(attempt: str) -> pl.DataFrame:
+    values = {"attempt_id": attempt, "round": 1, "candidate": "c", "baseline": "b",
+              "status": "completed", "started_at": datetime(2026, 11, 1, tzinfo=UTC),
+              "n_lines": 2, "inputs_sha256": "0" * 64, "source_dir": "x"}  # fmt: skip
+    schema = table("attempts").polars_schema(with_partition=False)
+    return pl.DataFrame([{name: values.get(name) for name in schema}], schema=schema)
+
+
+def outside_read(root: Path, name: str) -> pl.DataFrame:
+    """The documented Polars recipe for reading one table from outside explain-pipeline."""
+    return pl.scan_parquet(f"{root}/{name}/", hive_partitioning=True).collect()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
+
+
+def test_outside_readers_see_the_old_table_while_a_write_is_staged(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    with store.transaction() as txn:
+        txn.put("samples", "c1", _samples("a", 1.0))
+    with store.transaction() as txn:
+        txn.put("samples", "c1", _samples("a", 2.0))
+        txn.put("samples", "c2", _samples("b", 3.0))
+        # staged, not committed: the table folder holds only the old file
+        assert outside_read(store.root, "samples")["metric"].to_list() == [1.0]
+        assert not list((store.root / "samples").rglob(".*"))
+    got = outside_read(store.root, "samples").sort("campaign_id")
+    assert got["metric"].to_list() == [2.0, 3.0]
+    assert not (store.root / "_staging").exists()  # nothing left behind
+
+
+def test_an_interrupted_commit_is_reported_and_finished_by_store_repair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "store")
+    with store.transaction() as txn:
+        txn.put("attempts", "c1", _attempts("a"))
+        txn.put("samples", "c1", _samples("a", 1.0))
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def crashing_replace(src: Any, dst: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # journal committed, attempts renamed, then the crash
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    monkeypatch.setattr(pipeline.store.os, "replace", crashing_replace)
+    with pytest.raises(KeyboardInterrupt), store.transaction() as txn:
+        txn.put("attempts", "c1", _attempts("new"))
+        txn.put("samples", "c1", _samples("new", 2.0))
+    monkeypatch.undo()
+    # what docs/store.md tells outside readers: new attempts, old samples, until repaired
+    assert outside_read(store.root, "attempts")["attempt_id"].to_list() == ["new"]
+    assert outside_read(store.root, "samples")["attempt_id"].to_list() == ["a"]
+    journal = next((store.root / "_txn").glob("*.json"))
+
+    check = cli("store", "check", "--store", str(store.root))
+    assert check.returncode == 1, check.stderr
+    assert check.stdout.splitlines() == [
+        f"{journal}: commit not finished: 2 partition file(s) still to be replaced; readers "
+        "outside explain-pipeline may see a mix of old and new partitions",
+        f"{store.root}: 1 problem(s)",
+    ]
+    assert journal.exists()  # check changed nothing
+
+    repair = cli("store", "repair", "--store", str(store.root))
+    assert (repair.returncode, repair.stderr) == (0, "")
+    assert repair.stdout.splitlines() == [
+        "finished 1 interrupted commit(s); removed 0 stray staging file(s) or folder(s)",
+        f"{store.root}: clean",
+    ]
+    assert outside_read(store.root, "samples")["attempt_id"].to_list() == ["new"]
+    assert ds.dataset(store.root / "samples", partitioning="hive").to_table().num_rows == 1
+    clean = cli("store", "check", "--store", str(store.root))
+    assert (clean.returncode, clean.stdout) == (0, f"{store.root}: clean\n")
+
+
+def test_strays_of_writes_that_never_committed_are_reported_then_removed(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+    with store.transaction() as txn:
+        txn.put("samples", "c1", _samples("a", 1.0))
+    legacy = store.root / "samples" / "campaign_id=c1" / ".data.parquet.0badc0de.tmp"
+    legacy.write_bytes(b"half a file from an older version")
+    staged = store.root / "_staging" / "feed" / "samples" / "campaign_id=c1" / "data.parquet"
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(b"half a file")
+
+    check = cli("store", "check", "--store", str(store.root))
+    assert check.returncode == 1
+    assert check.stdout.splitlines() == [
+        f"{store.root / '_staging' / 'feed'}: stray staging files of a write that never committed",
+        f"{legacy}: stray staging files of a write that never committed",
+        f"{store.root}: 2 problem(s)",
+    ]
+    assert legacy.exists() and staged.exists()
+    with store.transaction() as txn:  # every writer removes them first, as repair does
+        txn.put("samples", "c2", _samples("b", 2.0))
+    assert not legacy.exists() and not (store.root / "_staging").exists()
+    assert sorted(outside_read(store.root, "samples")["metric"].to_list()) == [1.0, 2.0]
+
+
+def test_store_check_on_a_missing_store_is_a_usage_error_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nowhere"
+    for command in ("check", "repair"):
+        done = cli("store", command, "--store", str(missing))
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (
+            f"error: no store at {missing} (run `explain-pipeline ingest` first, or pass --store)\n"
+        )
+    assert not missing.exists()
