@@ -71,10 +71,10 @@ def assess_command(
     from pipeline.assess import assess, parse_what_if
     from pipeline.store import Store
 
-    store = Store.open_existing(store_path)
     overrides = parse_what_if(what_if) or None
     wanted = None if all_campaigns else [campaign_id or ""]
-    with open_engine(engine, ray_address) as runner:
+    with open_engine(engine, ray_address) as runner:  # a bad engine option is reported first
+        store = Store.open_existing(store_path)
         result = assess(store, wanted, what_if=overrides, engine=runner)
     render = {"table": render_table, "json": render_json, "csv": render_csv}[fmt]
     click.echo(render(result), nl=False)
