@@ -423,6 +423,8 @@ def assess(
     )
     attempts = store.read("attempts", live)
     previous = store.read("assessments", live)
+    for name in ("samples", "breakdown", "counters", "expectations"):
+        store.check_complete(name, live)  # a truncated input is noticed also when all is reused
     got = _gather(store, campaigns, attempts, previous, batch_size, engine)
     frozen = _assessments(attempts, got, campaigns)
     result = {"assessments": frozen, "comparisons": got.comparisons, "outcomes": got.outcomes}

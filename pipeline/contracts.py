@@ -6,6 +6,7 @@ line reads the contracts' constants for its --help, which must start fast."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -68,6 +69,7 @@ class Table:
     kind: Literal["input", "output"]
     key: tuple[str, ...]
     columns: tuple[Column, ...]
+    in_every_file: frozenset[str] = frozenset()  # nullable columns no file may lack
 
     @property
     def names(self) -> list[str]:
@@ -104,6 +106,21 @@ class Table:
         missing = frozenset(c.name for c in self.columns) - set(frame.collect_schema().names())
         return frame.select(_casts(self, missing))
 
+    def file_problems(self, found: Mapping[str, str]) -> list[str]:
+        """What is wrong with a file of this table whose columns have the types ``found``
+        (column -> type name): a column every file needs that is missing, or a column of another
+        type. A missing nullable column added after the first store format is not a problem."""
+        problems = []
+        for c in self.columns:
+            if c.name == PARTITION:
+                continue
+            if c.name not in found:
+                if not c.nullable or c.name in self.in_every_file:
+                    problems.append(f'column "{c.name}" is missing')
+            elif found[c.name] != c.type:
+                problems.append(f'column "{c.name}" is {found[c.name]}, not {c.type}')
+        return problems
+
     def empty(self) -> pl.DataFrame:
         import polars as pl
 
@@ -138,6 +155,7 @@ def tables() -> dict[str, Table]:
                 Column(c["name"], c["type"], c["nullable"], c.get("description", ""))
                 for c in spec["columns"]
             ),
+            in_every_file=frozenset(raw.get("in_every_file", {}).get(name, ())),
         )
         for name, spec in raw["tables"].items()
     }

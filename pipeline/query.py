@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -116,8 +117,35 @@ def open_store(path: Path) -> Store:
     return Store.open_existing(path)
 
 
-def run_sql(store: Store, sql: str) -> pl.DataFrame:
-    """The result of one SQL statement over every table of the store."""
+# Polars SQL reads files and URLs through table functions named like Polars' readers
+# (read_csv, read_parquet, read_ipc, read_json, ...). A name of one anywhere in the text, in any
+# case, quoted or not, even inside a string or a comment, refuses the query before Polars sees
+# it: no lexing of ours to get wrong, and no file is opened and no URL fetched. The cost is a
+# rare false refusal (a string literal that spells such a name), which --allow-files lifts.
+@cache
+def _file_functions() -> re.Pattern[str]:
+    import polars as pl
+
+    names = {n for n in dir(pl) if n.startswith(("read_", "scan_"))}
+    names |= {"read_csv", "read_parquet", "read_ipc", "read_json", "read_ndjson"}
+    return re.compile("|".join(sorted(names, key=len, reverse=True)), re.IGNORECASE)
+
+
+def check_store_only(sql: str) -> None:
+    """Refuse SQL that names a Polars table function (it could read any file or URL)."""
+    found = _file_functions().search(sql)
+    if found:
+        raise UsageError(
+            f'query reads only the store\'s tables: "{found.group(0)}" would read a file or URL '
+            "(pass --allow-files to allow it)"
+        )
+
+
+def run_sql(store: Store, sql: str, *, allow_files: bool = False) -> pl.DataFrame:
+    """The result of one SQL statement over every table of the store. Unless ``allow_files``,
+    SQL that could read other files or URLs is refused (a usage error)."""
+    if not allow_files:
+        check_store_only(sql)
     import polars as pl
 
     context = pl.SQLContext({name: store.scan(name) for name in tables()}, eager=False)

@@ -24,9 +24,13 @@ import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 
 from pipeline.contracts import PARTITION, table, tables
 from pipeline.errors import StoreError, UsageError
@@ -49,6 +53,57 @@ _STAGED = (
 def resolve_store_path(path: str | os.PathLike[str] | None) -> Path:
     """--store, else EXPLAIN_STORE, else ./.explain-store."""
     return Path(path or os.environ.get("EXPLAIN_STORE") or DEFAULT_STORE)
+
+
+def _type_name(arrow: pa.DataType) -> str:
+    """The tables.json type name of an Arrow column type (its Arrow name when there is none)."""
+    types = pa.types
+    if types.is_string(arrow) or types.is_large_string(arrow) or types.is_string_view(arrow):
+        return "string"
+    checks = {"int64": types.is_int64, "float64": types.is_float64, "bool": types.is_boolean}
+    for name, check in checks.items():
+        if check(arrow):
+            return name
+    if types.is_timestamp(arrow):
+        return "timestamp" if arrow.tz in ("UTC", "+00:00", "Etc/UTC") else str(arrow)
+    return str(arrow)
+
+
+@cache
+def _parquet_format() -> ds.ParquetFileFormat:
+    return ds.ParquetFileFormat()
+
+
+@cache
+def _local_fs() -> pafs.LocalFileSystem:
+    return pafs.LocalFileSystem()
+
+
+def _truncation(path: Path) -> str | None:
+    """Why ``path`` is not a complete Parquet file, from its size and last 8 bytes (None: it
+    ends with a footer that fits in the file)."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(size - 8, 0))
+            tail = handle.read(8)
+    except OSError as exc:
+        return f"cannot read the file ({exc.strerror or exc})"
+    footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else size
+    if size < 12 or tail[4:] != b"PAR1" or footer + 12 > size:
+        return "not a readable Parquet file (it does not end with a whole Parquet footer)"
+    return None
+
+
+@cache
+def _schema_problems(table_name: str, schema: pa.Schema) -> list[str]:
+    """What is wrong with a file of ``table_name`` that has ``schema`` (files share a few)."""
+    return table(table_name).file_problems({f.name: _type_name(f.type) for f in schema})
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def is_store(path: Path) -> bool:
@@ -171,6 +226,7 @@ class Store:
         """Open the folder ``root`` (created by the first write). A commit that was interrupted
         after its journal was written is finished first, unless ``recover`` is false."""
         self.root = Path(root)
+        self._checked: set[tuple[str, int, int]] = set()  # (file, size, mtime) that matched
         if recover and self._pending_journals():  # otherwise readers take no lock, write nothing
             with self._locked():
                 self._recover()
@@ -211,15 +267,57 @@ class Store:
         )
 
     # -- reading ----------------------------------------------------------------------------
+    def file_problem(self, table_name: str, path: Path) -> str | None:
+        """Why the partition file ``path`` cannot be read as table ``table_name`` (None: it can).
+        Reads the file's footer only, once per file version and Store."""
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            return f"cannot read the file ({exc.strerror or exc})"
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        if key in self._checked:
+            return None
+        try:  # the footer only; a fragment reads it in a third of read_schema's time
+            schema = _parquet_format().make_fragment(str(path), _local_fs()).physical_schema
+        except (OSError, pa.ArrowException) as exc:
+            return f"not a readable Parquet file ({_first_line(exc)})"
+        problems = _schema_problems(table_name, schema)
+        if problems:
+            return (
+                f"{'; '.join(problems)}; the file does not match table {table_name} of "
+                "schemas/tables.json"
+            )
+        self._checked.add(key)
+        return None
+
+    def check_complete(self, table_name: str, campaign_ids: Iterable[str]) -> None:
+        """A cheaper check than ``check`` for files that are not read now: each must end with a
+        whole Parquet footer (a truncated file does not). A failure is a StoreError naming it."""
+        for cid in campaign_ids:
+            path = self.partition_file(table_name, cid)
+            problem = _truncation(path) if path.is_file() else None
+            if problem is not None:
+                raise StoreError(f"{path}: {problem} (see docs/store.md#damaged-files)")
+
+    def check(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> list[Path]:
+        """The partition files of ``table_name`` (optionally only some campaigns), each checked
+        against schemas/tables.json: a damaged file is a StoreError naming it."""
+        wanted = self.campaign_ids(table_name) if campaign_ids is None else list(campaign_ids)
+        files = [f for c in wanted if (f := self.partition_file(table_name, c)).is_file()]
+        for path in files:
+            problem = self.file_problem(table_name, path)
+            if problem is not None:
+                raise StoreError(f"{path}: {problem} (see docs/store.md#damaged-files)")
+        return files
+
     def scan(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> pl.LazyFrame:
         """The table as a LazyFrame with its declared columns (optionally only some campaigns)."""
         spec = table(table_name)
-        wanted = self.campaign_ids(table_name) if campaign_ids is None else list(campaign_ids)
-        files = [f for c in wanted if (f := self.partition_file(table_name, c)).is_file()]
+        files = self.check(table_name, campaign_ids)
         if not files:
             return spec.empty().lazy()
         # One scan over all partitions (a scan per partition costs ~10 ms each); files written
-        # before a column was added get it as nulls.
+        # before a nullable column was added get it as nulls (check() refused any other gap).
         frame = pl.scan_parquet(
             files,
             hive_partitioning=True,
@@ -380,6 +478,12 @@ class Store:
             Problem(p, "stray staging files of a write that never committed", repairable=True)
             for p in self._strays()
         ]
+        for name in tables():
+            for cid in self.campaign_ids(name):
+                path = self.partition_file(name, cid)
+                problem = self.file_problem(name, path)
+                if problem is not None:
+                    found.append(Problem(path, problem, repairable=False))
         return found
 
     @contextlib.contextmanager

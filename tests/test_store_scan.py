@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from pipeline.contracts import table
+from pipeline.errors import StoreError
 from pipeline.store import Store
 
 
@@ -32,13 +34,22 @@ def test_scan_reads_only_the_wanted_campaigns_with_their_ids(tmp_path: Path) -> 
 def test_a_partition_written_before_a_column_existed_reads_as_null(tmp_path: Path) -> None:
     store = Store(tmp_path)
     with store.transaction() as txn:
-        txn.put("samples", "new", _samples("a", 1.0))
+        txn.put("samples", "new", _samples("a", 1.0).with_columns(order=pl.lit(1)))
     old = store.partition_file("samples", "old")
     old.parent.mkdir(parents=True)
-    _samples("b", 2.0).drop("line").write_parquet(old)  # an older file without `line`
+    _samples("b", 2.0).write_parquet(old)  # written before the nullable `order` was added
     got = store.read("samples").sort("campaign_id")
-    assert got["line"].to_list() == [1, None]
+    assert got["order"].to_list() == [1, None]
     assert got["attempt_id"].to_list() == ["a", "b"]
+
+
+def test_a_partition_without_a_column_every_file_needs_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    old = store.partition_file("samples", "old")
+    old.parent.mkdir(parents=True)
+    _samples("b", 2.0).drop("line").write_parquet(old)  # `line` is not nullable
+    with pytest.raises(StoreError, match=f'^{old}: column "line" is missing; the file does not'):
+        store.read("samples")
 
 
 def test_an_empty_or_missing_table_reads_with_its_schema(tmp_path: Path) -> None:

@@ -21,6 +21,12 @@ from pipeline.query import FORMATS, load_named_queries
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the result to FILE instead of stdout (required by --format parquet).",
 )
+@click.option(
+    "--allow-files",
+    is_flag=True,
+    help="Let SQL read other files and URLs (read_csv, read_parquet, read_ipc, read_json); "
+    "refused by default.",
+)
 @store_option
 def query_command(
     sql: str | None,
@@ -28,13 +34,15 @@ def query_command(
     list_: bool,
     fmt: str,
     output: Path | None,
+    allow_files: bool,
     store_path: str | None,
 ) -> int:
     """Run SQL over every table of the store (Polars SQL).
 
     Tables: campaigns, attempts, samples, breakdown, counters, expectations, integrity,
     comparisons, outcomes, assessments (columns: schemas/tables.json). Named queries live in
-    queries/*.sql.
+    queries/*.sql. SQL that names a file-reading table function (read_csv, read_parquet, ...)
+    is refused unless --allow-files is given.
 
     \b
     Example:
@@ -53,7 +61,7 @@ def query_command(
     from pipeline.query import open_store, run_sql, write_result
     from pipeline.store import resolve_store_path
 
-    frame = run_sql(open_store(resolve_store_path(store_path)), text)
+    frame = run_sql(open_store(resolve_store_path(store_path)), text, allow_files=allow_files)
     rendered = write_result(frame, fmt, output)  # type: ignore[arg-type]
     if rendered is None:
         click.echo(f"wrote {frame.height} rows to {output}", err=True)

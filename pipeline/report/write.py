@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,16 +19,31 @@ def _write(path: Path, text: str) -> Path:
     """Write via a temporary file and rename, so a reader never sees half a report."""
     if path.is_dir():
         raise UsageError(f"{path}: is a folder; give a file name (a folder only with --all)")
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
+        # A new file with a random name, created exclusively (O_EXCL) beside the target: never
+        # a name someone could have put a symbolic link at.
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+            delete=False,
+        ) as handle:
+            tmp = Path(handle.name)
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file, not tempfile's 0600
         tmp.replace(path)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def default_output(campaign_id: str | None) -> Path:

@@ -1,0 +1,97 @@
+"""Store files are checked against schemas/tables.json when read: damaged files are named."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import write_example_campaign
+
+from pipeline.assess import assess
+from pipeline.contracts import table
+from pipeline.ingest import ingest
+from pipeline.store import Store
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+HINT = "see docs/store.md#damaged-files"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    write_example_campaign(tmp_path / "attempts", attempts=("r001",), repetitions=4)
+    store = Store(tmp_path / "store")
+    ingest(tmp_path / "attempts", store)
+    assess(store)
+    return store
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
+
+
+def rewrite(store: Store, name: str, change: pl.Expr | str) -> Path:
+    """Rewrite the c1 partition of ``name`` with one column dropped (a name) or changed."""
+    path = store.partition_file(name, "c1")
+    frame = pl.read_parquet(path)
+    frame = frame.drop(change) if isinstance(change, str) else frame.with_columns(change)
+    frame.write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "problem", "command"),
+    [
+        ("samples", "side", 'column "side" is missing', "assess"),
+        ("samples", "metric", 'column "metric" is missing', "assess"),
+        ("samples", pl.col("metric").cast(pl.String), 'column "metric" is string, not float64',
+         "assess"),
+        ("assessments", "verdict", 'column "verdict" is missing', "report"),
+    ],
+)
+def test_a_file_that_does_not_match_its_table_is_named_with_exit_1(
+    store: Store, name: str, change: pl.Expr | str, problem: str, command: str, tmp_path: Path
+) -> None:
+    path = rewrite(store, name, change)
+    if command == "assess":  # no stored results to reuse: assess reads the samples
+        store.partition_file("assessments", "c1").unlink()
+    args = {"assess": ["assess", "c1"], "report": ["report", "c1", "-o", str(tmp_path / "r.html")]}
+    done = cli(*args[command], "--store", str(store.root))
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr == (
+        f"error: {path}: {problem}; the file does not match table {name} of "
+        f"schemas/tables.json ({HINT})\n"
+    )
+    check = cli("store", "check", "--store", str(store.root))
+    assert check.returncode == 1
+    assert f"{path}: {problem}; the file does not match table {name}" in check.stdout
+
+
+def test_a_truncated_input_file_is_noticed_when_results_would_be_reused(store: Store) -> None:
+    path = store.partition_file("counters", "c1")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    done = cli("assess", "c1", "--store", str(store.root))  # nothing changed: all reused
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(f"error: {path}: not a readable Parquet file (")
+    assert done.stderr.endswith(f"({HINT})\n")
+
+
+def test_a_nullable_column_added_later_may_be_missing_and_reads_as_nulls(store: Store) -> None:
+    spec = table("samples")
+    later = [c.name for c in spec.columns if c.nullable and c.name not in spec.in_every_file]
+    if not later:
+        pytest.skip("samples has no column added after the first store format")
+    rewrite(store, "samples", later[0])
+    got = store.read("samples")
+    assert got.height == 4 * 2 and got[later[0]].null_count() == got.height
+    assert assess(store, ["c1"]).assessments["verdict"].to_list() != []
+
+
+def test_in_every_file_names_only_nullable_columns_of_their_table() -> None:
+    for spec in (table(n) for n in ("attempts", "samples", "comparisons", "assessments")):
+        nullable = {c.name for c in spec.columns if c.nullable}
+        assert spec.in_every_file <= nullable, spec.name
+    assert "metric" in table("samples").in_every_file
