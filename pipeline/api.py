@@ -19,6 +19,7 @@ import polars as pl
 # the API names bound to the API), so the implementations are imported from their modules by name.
 from pipeline.assess import AssessResult
 from pipeline.assess import assess as _assess
+from pipeline.engines import Engine
 from pipeline.ingest import IngestReport
 from pipeline.ingest import ingest as _ingest
 from pipeline.query import run_sql
@@ -38,16 +39,19 @@ def open_store(path: PathLike | None = None) -> Store:
     return Store(resolve_store_path(path))
 
 
-def ingest(source: PathLike, store: Store, *, progress: bool = False) -> IngestReport:
+def ingest(
+    source: PathLike, store: Store, *, progress: bool = False, engine: Engine | None = None
+) -> IngestReport:
     """Validate the stored attempts under ``source`` and write them into ``store``.
 
     ``source`` is an attempts folder (one subfolder per campaign) or a single campaign folder.
     Rejected attempts do not raise: they are listed in ``report.attempts`` (``outcome ==
     "rejected"``) and ``report.issues`` (one :class:`pipeline.validate.Issue` per problem, its
     ``str()`` is the one-line message ``file:line: field "x": reason [code]``). A missing
-    ``source`` folder or a store that cannot be written raises ``ExplainError``.
+    ``source`` folder or a store that cannot be written raises ``ExplainError``. ``engine`` runs
+    the validation elsewhere (``pipeline.engines.open_engine("ray")``); this process writes.
     """
-    return _ingest(Path(source), store, progress=progress)
+    return _ingest(Path(source), store, progress=progress, engine=engine)
 
 
 def assess(
@@ -56,6 +60,7 @@ def assess(
     *,
     what_if: Mapping[str, WhatIfValue] | None = None,
     write: bool = True,
+    engine: Engine | None = None,
 ) -> AssessResult:
     """Comparisons, outcomes and verdicts of the campaigns ``campaign_ids`` (None: every one).
 
@@ -65,10 +70,12 @@ def assess(
     Results are written to the store unless ``write=False``. ``what_if`` (e.g.
     ``{"decision": "paired", "require_explanation": True}``) computes verdicts under another
     policy for comparison and never writes; ``.frozen`` then holds the frozen policy's verdicts.
+    ``engine`` computes the batches elsewhere (``pipeline.engines.open_engine("ray")``); the
+    results are the same and this process alone writes.
     """
     ids = [campaign_ids] if isinstance(campaign_ids, str) else campaign_ids
     texts = None if what_if is None else {k: _text(v) for k, v in what_if.items()}
-    return _assess(store, ids, what_if=texts, write=write)
+    return _assess(store, ids, what_if=texts, write=write, engine=engine)
 
 
 def query(store: Store, sql: str) -> pl.DataFrame:

@@ -297,3 +297,24 @@ def test_no_help_text_cites_a_file_users_do_not_get() -> None:
         ctx = click.Context(command, info_name=" ".join(("explain-pipeline", *path)))
         text = command.get_help(ctx)
         assert text.strip() and not _OUTSIDE.search(text), (path, text)
+
+
+def test_the_api_passes_an_engine_through(tmp_path: Path) -> None:
+    """A caller's own engine (the Engine protocol) runs the work of ingest and assess."""
+    from pipeline import assess
+    from pipeline.engines import LocalEngine
+
+    class Counting(LocalEngine):
+        calls = 0
+
+        def map(self, fn: Any, work: Any) -> Any:
+            Counting.calls += 1
+            return super().map(fn, work)
+
+    write_example_campaign(tmp_path / "attempts")
+    store = open_store(tmp_path / "store")
+    assert ingest(tmp_path / "attempts", store, engine=Counting()).exit_code == 0
+    after_ingest = Counting.calls
+    result = assess(store, "c1", engine=Counting())
+    assert after_ingest >= 1 and Counting.calls > after_ingest
+    assert result.assessments["attempt_id"].to_list() == ["r001", "r002"]
