@@ -24,7 +24,7 @@ from pipeline import explain, quantities, verdicts
 from pipeline.contracts import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, UsageError
-from pipeline.policy import INTERVAL_METHODS, policy_sha256
+from pipeline.policy import INTERVAL_METHODS, bound_problem, policy_sha256
 from pipeline.quantities import ATTEMPT
 from pipeline.store import Store, Transaction
 
@@ -115,16 +115,17 @@ def _checked(key: str, text: str) -> Any:
         if text not in INTERVAL_METHODS:
             raise ValueError(f"expected {', '.join(INTERVAL_METHODS)}")
         return text
+    value: int | float
     if key in ("resamples", "seed", "min_pairs"):
         value = int(text)
-        lowest = {"resamples": 1, "seed": 0, "min_pairs": 5}[key]
-        if value < lowest:
-            raise ValueError(f"must be >= {lowest}")
-        return value
-    number = float(text)
-    if not math.isfinite(number) or (key == "confidence" and not 0 < number < 1):
-        raise ValueError("must be a finite number" + (" in (0, 1)" if key == "confidence" else ""))
-    return number
+    else:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+    problem = bound_problem(key, value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
 
 
 def overrides(what_if: Mapping[str, str]) -> dict[str, Any]:

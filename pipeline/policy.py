@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
+from collections.abc import Callable
 from typing import Any
+
+from pipeline.contracts import document_schema
 
 POLICY_DEFAULTS: dict[str, Any] = {
     "decision": "median",
@@ -47,3 +51,21 @@ def canonical_policy(policy: dict[str, Any]) -> bytes:
 
 def policy_sha256(policy: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_policy(policy)).hexdigest()
+
+
+_BOUNDS: tuple[tuple[str, str, Callable[[Any, Any], bool]], ...] = (
+    ("minimum", ">=", operator.ge),
+    ("exclusiveMinimum", ">", operator.gt),
+    ("maximum", "<=", operator.le),
+    ("exclusiveMaximum", "<", operator.lt),
+)
+
+
+def bound_problem(key: str, value: float) -> str | None:
+    """Why a number is outside the bounds campaign.schema.json gives policy field ``key`` (the
+    one place they are written, so ingest and ``--what-if`` agree); None when inside."""
+    spec = document_schema("campaign")["properties"]["policy"]["properties"][key]
+    for keyword, sign, holds in _BOUNDS:
+        if keyword in spec and not holds(value, spec[keyword]):
+            return f"must be {sign} {spec[keyword]}"
+    return None

@@ -31,14 +31,22 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # public sinc
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from pipeline.contracts import document_schema
+from pipeline.files import InputFileError, MiB, read_regular
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SCHEMA_PREFIX = "explain-pipeline/"
 INT64_MAX = 2**63 - 1
+MAX_DEPTH = 32
+"""Deepest nesting of objects and arrays accepted (valid documents need 3)."""
+MAX_DOCUMENT_BYTES = 16 * MiB
+"""Largest campaign.json, attempt.json or mechanism.json read."""
+MAX_MEASUREMENTS_BYTES = 256 * MiB
+"""Largest measurements.jsonl read (about a million runs with a small breakdown each)."""
 
 DocumentKind = Literal["campaign", "attempt", "mechanism", "measurement"]
 JsonPath = tuple[str | int, ...]
@@ -57,7 +65,25 @@ class Issue:
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         what = f'field "{self.field}": ' if self.field else ""
-        return f"{where}: {what}{self.message} [{self.code}]"
+        return printable(f"{where}: {what}{self.message} [{self.code}]")
+
+
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def printable(text: str) -> str:
+    """One line of valid UTF-8 whatever a file or folder name holds: control characters, line
+    separators and lone surrogates (also those standing for undecodable bytes of a file name)
+    are written as escapes (``\\n``, ``\\x1b``, ``\\udcff``)."""
+    return _UNPRINTABLE.sub(_escape, text)
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -85,8 +111,8 @@ def valid_id(name: str) -> bool:
     return ID_PATTERN.fullmatch(name) is not None
 
 
-def parse_timestamp(text: str) -> datetime | None:
-    """RFC 3339 with a time zone -> aware UTC datetime (microseconds); None when not that."""
+def _local_timestamp(text: str) -> datetime | None:
+    """RFC 3339 with a time zone -> aware datetime in its own zone; None when not that."""
     match = _RFC3339.fullmatch(text)
     if match is None:
         return None
@@ -94,9 +120,31 @@ def parse_timestamp(text: str) -> datetime | None:
     fraction = (fraction or "")[:7].ljust(7, "0") if fraction else ""
     zone = "+00:00" if zone in ("Z", "z") else zone
     try:
-        return datetime.fromisoformat(f"{date}T{time}{fraction}{zone}").astimezone(UTC)
+        return datetime.fromisoformat(f"{date}T{time}{fraction}{zone}")
     except ValueError:
         return None
+
+
+def parse_timestamp(text: str) -> datetime | None:
+    """RFC 3339 with a time zone -> aware UTC datetime (microseconds); None when not that, or
+    when its offset moves it before year 1 or after year 9999 in UTC."""
+    local = _local_timestamp(text)
+    try:
+        return None if local is None else local.astimezone(UTC)
+    except OverflowError:
+        return None
+
+
+def timestamp_problem(value: str) -> str | None:
+    """Why ``value`` is not a timestamp ingest can store (None when it is one)."""
+    if parse_timestamp(value) is not None:
+        return None
+    if _local_timestamp(value) is not None:
+        return (
+            "must be an RFC 3339 timestamp with a time zone between years 1 and 9999 in UTC, "
+            f"got {describe(value)}"
+        )
+    return f"must be an RFC 3339 timestamp with a time zone, got {describe(value)}"
 
 
 _RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
@@ -128,21 +176,65 @@ def _object(pairs: list[tuple[str, Any]]) -> _Object:
     return obj
 
 
+class TooDeep(ValueError):
+    """A JSON text nested deeper than MAX_DEPTH: refused before it is parsed."""
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_LONG_INTEGER = re.compile(r"-?\d+")
+
+
+def nesting_depth(text: str) -> int:
+    """Deepest nesting of arrays and objects in a JSON text (brackets inside strings do not
+    count), computed without recursion so any input can be measured."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0  # cannot be deeper than the limit
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii")
+    steps = np.where(np.isin(np.frombuffer(brackets, np.uint8), (ord("["), ord("{"))), 1, -1)
+    return int(np.cumsum(steps).max(initial=0))
+
+
 def parse_json(text: str) -> Any:
-    """json.loads that keeps NaN/Infinity visible and records repeated keys (raises ValueError)."""
-    return json.loads(text, parse_constant=_Token, object_pairs_hook=_object)
+    """json.loads that keeps NaN/Infinity visible and records repeated keys (raises ValueError:
+    :class:`TooDeep` past MAX_DEPTH, ``json.JSONDecodeError`` for the rest)."""
+    if nesting_depth(text) > MAX_DEPTH:
+        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=_Token, object_pairs_hook=_object)
+    except RecursionError:
+        raise TooDeep(f"nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # Python's limit on the digits of an integer
+        limit = sys.get_int_max_str_digits()
+        long = next((m for m in _LONG_INTEGER.finditer(text) if len(m.group()) > limit), None)
+        if long is None:
+            raise
+        message = f"a number with more than {limit} digits"
+        raise json.JSONDecodeError(message, text, long.start()) from exc
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_MESSAGE = "must be valid Unicode text, got a lone surrogate escape"
 
 
 def _number_issues(doc: Any, path: JsonPath = ()) -> Iterator[tuple[JsonPath, str, str]]:
-    """(path, code, message) for non-finite numbers, overflowing integers and repeated keys."""
+    """(path, code, message) for non-finite numbers, overflowing integers, repeated keys and
+    strings holding a lone surrogate (``"\\ud800"``: valid JSON, but no Unicode text)."""
     if isinstance(doc, dict):
         for key in getattr(doc, "repeated", ()):
             yield (*path, key), "duplicate_key", "is written more than once in this object"
         for key, value in doc.items():
+            if _SURROGATE.search(key):
+                yield (*path, key), "bad_encoding", _SURROGATE_MESSAGE
             yield from _number_issues(value, (*path, key))
     elif isinstance(doc, list):
         for i, value in enumerate(doc):
             yield from _number_issues(value, (*path, i))
+    elif isinstance(doc, str):
+        if _SURROGATE.search(doc):
+            yield path, "bad_encoding", _SURROGATE_MESSAGE
     elif isinstance(doc, _Token):
         yield path, "not_finite", f"must be a finite number, got {doc.token}"
     elif _overflows(doc):
@@ -313,6 +405,8 @@ _BOUNDS = {
     "exclusiveMaximum": "<",
 }
 
+# A value that is no number or no text hides every other rule of its field.
+_DOMINANT = ("not_finite", "bad_encoding")
 # When one field breaks several rules, the more specific one is enough.
 _SHADOWED_BY = {"negative": "not_positive", "no_directional_expectation": "empty"}
 
@@ -326,7 +420,8 @@ def _dedupe(items: Sequence[tuple[JsonPath, str, str]]) -> list[tuple[JsonPath, 
     seen: set[tuple[JsonPath, str]] = set()
     for path, code, message in items:
         here = codes[path]
-        hidden = _SHADOWED_BY.get(code) in here or (code != "not_finite" and "not_finite" in here)
+        dominant = next((c for c in _DOMINANT if c in here), code)
+        hidden = _SHADOWED_BY.get(code) in here or code != dominant
         if hidden or (path, code) in seen:
             continue
         seen.add((path, code))
@@ -440,12 +535,9 @@ def _semantic_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, s
             yield (key,), "bad_id", f"must match ^{ID_PATTERN.pattern}$, got {describe(value)}"
     for key in ("created_at", "declared_at", "started_at", "finished_at"):
         value = doc.get(key)
-        if isinstance(value, str) and parse_timestamp(value) is None:
-            yield (
-                (key,),
-                "bad_timestamp",
-                (f"must be an RFC 3339 timestamp with a time zone, got {describe(value)}"),
-            )
+        problem = timestamp_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            yield (key,), "bad_timestamp", problem
     if kind == "measurement":
         yield from _breakdown_shape(doc.get("breakdown"))
     if kind == "mechanism":
@@ -496,10 +588,14 @@ class Document:
 
 
 def read_bytes(path: Path) -> tuple[bytes | None, list[Issue]]:
+    """The bytes of one input file: a regular file within its size limit, else an issue."""
+    limit = MAX_MEASUREMENTS_BYTES if path.name == MEASUREMENTS_FILE else MAX_DOCUMENT_BYTES
     try:
-        return path.read_bytes(), []
+        return read_regular(path, limit), []
     except FileNotFoundError:
         return None, [Issue(str(path), None, "", "missing_file", "file not found")]
+    except InputFileError as exc:
+        return None, [Issue(str(path), None, "", exc.code, exc.reason)]
     except OSError as exc:
         return None, [Issue(str(path), None, "", "unreadable", f"cannot read: {exc.strerror}")]
 
@@ -530,6 +626,8 @@ def validate_document(
         return None, issues
     try:
         doc = parse_json(text)
+    except TooDeep as exc:
+        return None, [Issue(str(path), None, "", "too_deep", str(exc))]
     except ValueError as exc:
         return None, [_json_error(path, exc)]
     found = [
@@ -561,10 +659,15 @@ def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, li
             continue
         try:
             doc = parse_json(raw)
+        except TooDeep as exc:
+            issues.append(Issue(str(path), number, "", "too_deep", str(exc)))
+            continue
         except ValueError as exc:
             issues.append(_json_error(path, exc, number - 1))
             continue
-        problems = in_text_order(raw, check_document("measurement", doc))
+        # a \u escape may hide a lone surrogate, which only the full check looks for
+        fast = "\\u" not in raw
+        problems = in_text_order(raw, check_document("measurement", doc, fast=fast))
         issues += [Issue(str(path), number, field_name(p), c, m) for p, c, m in problems]
         parsed.append(Run(number, doc))
     issues += _duplicate_runs(path, parsed)

@@ -52,11 +52,12 @@ def format_summary(report: IngestReport) -> str:
     import polars as pl
 
     from pipeline.ingest import OUTCOMES
+    from pipeline.validate import printable
 
     summary = report.summary()
     totals = summary.select(pl.col(OUTCOMES).sum())
     header = ("campaign", "campaign.json", *OUTCOMES)
-    rows = [tuple(str(v) for v in row) for row in summary.iter_rows()]
+    rows = [tuple(printable(str(v)) for v in row) for row in summary.iter_rows()]
     rows.append(("total", f"{summary.height} campaigns", *(str(v) for v in totals.row(0))))
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     lines = [

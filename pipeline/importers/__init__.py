@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.contracts import document_schema
 from pipeline.errors import UsageError
-from pipeline.importers.common import ImportFormatError, fail, quoted
+from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
 
 if TYPE_CHECKING:  # imported when a line is checked: the command line's --help stays fast
     from jsonschema import Draft202012Validator
@@ -208,10 +208,7 @@ def check_line(line: Mapping[str, Any]) -> None:
 
 def _existing_runs(output: Path) -> set[tuple[str, int]]:
     runs: set[tuple[str, int]] = set()
-    try:
-        text = output.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise fail(output, None, f"cannot read the file: {exc.strerror or exc}") from None
+    text = read_input(output).decode("utf-8", errors="replace")
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -238,7 +235,7 @@ def write_line(line: Mapping[str, Any], output: Path | None) -> None:
                 None,
                 f"expected a new run, got side {key[0]} repetition {key[1]} already in the file",
             )
-        body = output.read_bytes()
+        body = read_input(output)
         prefix = "" if not body or body.endswith(b"\n") else "\n"
     else:
         prefix = ""

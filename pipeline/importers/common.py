@@ -11,6 +11,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from pipeline.errors import ExitCode, ExplainError
+from pipeline.files import GiB, InputFileError, read_regular
+
+MAX_INPUT_BYTES = 2 * GiB
+"""Largest profiler export read whole (a text table or a compressed trace)."""
 
 
 class ImportFormatError(ExplainError):
@@ -146,11 +150,20 @@ Classifier = Callable[[list[str]], str | None]
 """Returns the kind of table a header row starts, or None when the row is no known header."""
 
 
-def read_text(path: Path) -> str:
+def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of one profiler file: a regular file (never a FIFO or a device, which would
+    block or never end) of at most ``limit`` bytes."""
     try:
-        body = path.read_bytes()
+        return read_regular(path, limit, "a profiler file")
+    except InputFileError as exc:
+        reason = exc.reason.removeprefix("is ") if exc.code == "not_a_file" else f"it {exc.reason}"
+        raise fail(path, None, f"cannot read the file: {reason}") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def read_text(path: Path) -> str:
+    body = read_input(path)
     try:
         return body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

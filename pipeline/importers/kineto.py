@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
-from pipeline.importers.common import fail, quoted
+from pipeline.importers.common import fail, quoted, read_input
 from pipeline.importers.naming import (
     API_SUFFIX,
     GRAPH_LAUNCH_APIS,
@@ -69,10 +69,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
 
 
 def _load(path: Path) -> Any:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise fail(path, None, f"cannot read the file: {exc.strerror or exc}") from None
+    raw = read_input(path)
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)

@@ -1,0 +1,87 @@
+"""Reading input files safely: only regular files, never more than a size limit.
+
+A FIFO, a socket or a device given as an input would block the reader forever or feed it without
+end (``/dev/zero``); a file larger than any real input would exhaust memory. Both are refused
+before a byte is read: the file is opened without blocking, checked with ``fstat`` on the open
+descriptor (so a path swapped after the check cannot slip through), and read up to its limit.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MiB = 2**20
+GiB = 2**30
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+class InputFileError(Exception):
+    """An input file that cannot be read: ``code`` is the reason code, ``reason`` one phrase."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+def size_text(size: int) -> str:
+    """``3221225472`` -> ``3.0 GiB``; ``268435456`` -> ``256 MiB``."""
+    if size >= GiB:
+        return f"{size / GiB:.1f} GiB"
+    if size >= MiB:
+        value = size / MiB
+        return f"{value:.0f} MiB" if value == int(value) else f"{value:.1f} MiB"
+    return f"{size} bytes"
+
+
+def file_kind(mode: int) -> str | None:
+    """``None`` for a regular file, else what it is (``a FIFO``, ``a character device`` …)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path) -> int:
+    """A read-only descriptor of ``path``, which must be a regular file (symlinks followed).
+
+    Raises FileNotFoundError when absent, :class:`InputFileError` (``not_a_file``) when it is
+    anything but a regular file, OSError for the rest."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise InputFileError("not_a_file", f"is not a regular file ({kind})")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes.
+
+    Raises FileNotFoundError, :class:`InputFileError` (``not_a_file``, ``too_large``) or
+    OSError."""
+    fd = open_regular(path)
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise InputFileError("too_large", _too_large(size, limit, what or path.name))
+        body = handle.read(limit + 1)
+    if len(body) > limit:  # grew while being read
+        raise InputFileError("too_large", _too_large(len(body), limit, what or path.name))
+    return body
+
+
+def _too_large(size: int, limit: int, what: str) -> str:
+    return f"is {size_text(size)}, more than the limit of {size_text(limit)} for {what}"
