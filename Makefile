@@ -25,6 +25,7 @@ test: $(BIN)/explain-pipeline
 
 bench: $(BIN)/explain-pipeline
 	$(BIN)/python benchmarks/bench_assess.py
+	$(BIN)/python benchmarks/bench_ingest.py
 
 clean:
 	rm -rf $(VENV) $(STORE) .pytest_cache

@@ -50,21 +50,23 @@ def file_kind(mode: int) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: Path) -> int:
-    """A read-only descriptor of ``path``, which must be a regular file (symlinks followed).
+def open_regular(path: Path) -> tuple[int, int]:
+    """A read-only descriptor of ``path`` and its size; it must be a regular file (symlinks
+    followed).
 
     Raises FileNotFoundError when absent, :class:`InputFileError` (``not_a_file``) when it is
     anything but a regular file, OSError for the rest."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        kind = file_kind(os.fstat(fd).st_mode)
+        info = os.fstat(fd)
+        kind = file_kind(info.st_mode)
         if kind is not None:
             raise InputFileError("not_a_file", f"is not a regular file ({kind})")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, info.st_size
 
 
 def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
@@ -72,12 +74,15 @@ def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
 
     Raises FileNotFoundError, :class:`InputFileError` (``not_a_file``, ``too_large``) or
     OSError."""
-    fd = open_regular(path)
-    with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
+    fd, size = open_regular(path)
+    try:
         if size > limit:
             raise InputFileError("too_large", _too_large(size, limit, what or path.name))
-        body = handle.read(limit + 1)
+        body = os.read(fd, size + 1)
+        while len(body) <= limit and (more := os.read(fd, limit + 1 - len(body))):
+            body += more  # a file that grew, or a short read
+    finally:
+        os.close(fd)
     if len(body) > limit:  # grew while being read
         raise InputFileError("too_large", _too_large(len(body), limit, what or path.name))
     return body

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import polars as pl
 from tqdm import tqdm
 
+from pipeline import bulk
 from pipeline.contracts import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
@@ -32,6 +35,8 @@ from pipeline.policy import POLICY_FIELDS, canonical_policy, with_defaults
 from pipeline.store import Store, Transaction
 from pipeline.validate import (
     CAMPAIGN_FILE,
+    MEASUREMENTS_FILE,
+    AttemptFiles,
     Document,
     Issue,
     ValidAttempt,
@@ -136,7 +141,9 @@ def ingest(
 def _visible_dirs(folder: Path) -> list[Path]:
     """Subfolders, sorted; hidden ones (``.git``, editor files) are not inputs."""
     try:
-        return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
+        return [folder / name for name in sorted(names)]
     except OSError:  # unreadable: its campaign.json / attempt.json is then reported missing
         return []
 
@@ -192,9 +199,9 @@ def prepare_campaign(
     cid = folder.name
     stored = _stored_attempts(store, cid)
     campaign_changed = _stored_source(store, cid) != campaign.sha256
-    first_seen = {a: f for a, (_, f) in stored.items()}
-    valid = _check_attempts(cid, attempts, campaign, stored, campaign_changed, run, tick)
-    new = _rows_in_batches(cid, valid, first_seen)
+    pending = _pending_attempts(cid, attempts, stored, campaign_changed, run, tick)
+    benchmark = campaign.data["kind"] == "benchmark"
+    new = _rows_in_batches(cid, pending, stored, run, benchmark=benchmark)
     run.campaigns.append(
         {"campaign_id": cid, "outcome": _campaign_outcome(store, cid, campaign_changed)}
     )
@@ -210,23 +217,88 @@ def _commit_campaign(got: _Prepared, store: Store, txn: Transaction, run: _Run) 
         _write_campaign(store, txn, got.cid, got.campaign, got.new, got.changed)
 
 
+_Pending = tuple[AttemptFiles, bool]  # the files of an attempt to validate; unchanged inputs?
+
+
 def _rows_in_batches(
-    cid: str, valid: Iterable[ValidAttempt], first_seen: dict[str, str | None], size: int = 64
+    cid: str,
+    pending: Iterable[_Pending],
+    stored: dict[str, tuple[str, str | None]],
+    run: _Run,
+    *,
+    benchmark: bool,
+    size: int = 512,
 ) -> dict[str, pl.DataFrame]:
-    """The new rows of every per-attempt table; parsed documents are turned into compact frames
-    every ``size`` attempts, so a large campaign is never held as Python objects."""
+    """Validate the pending attempts ``size`` at a time and return the new rows of every
+    per-attempt table; a large campaign is never held as Python objects."""
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in ATTEMPT_TABLES}
-    batch: list[ValidAttempt] = []
-    for attempt in [*valid, None]:
-        if attempt is not None:
-            batch.append(attempt)
-        if batch and (attempt is None or len(batch) == size):
-            for name, frame in attempt_frames(cid, batch, first_seen).items():
+    batch: list[_Pending] = []
+    for item in [*pending, None]:
+        if item is not None:
+            batch.append(item)
+        if batch and (item is None or len(batch) == size):
+            for name, frame in _validate_batch(cid, batch, stored, run, benchmark).items():
                 parts[name].append(frame)
             batch = []
     return {
         name: pl.concat(frames) if frames else table(name).empty() for name, frames in parts.items()
     }
+
+
+def _validate_batch(
+    cid: str,
+    batch: Sequence[_Pending],
+    stored: dict[str, tuple[str, str | None]],
+    run: _Run,
+    benchmark: bool,
+) -> dict[str, pl.DataFrame]:
+    """Outcomes and new rows of a batch of attempts: the bulk check first; an attempt it does
+    not accept goes through the precise validator (which names every error) one by one."""
+    first_seen = {a: f for a, (_, f) in stored.items()}
+    precise = bulk_disabled()
+    checked = bulk.check_lines([files.bodies[MEASUREMENTS_FILE] for files, _ in batch])
+    n_lines = np.bincount(checked.runs["attempt"].to_numpy(), minlength=len(batch))
+    keep = np.zeros(len(batch), bool)
+    slow: list[ValidAttempt] = []
+    rows: dict[str, list[dict[str, Any]]] = {"attempts": [], "expectations": []}
+    for i, (files, same) in enumerate(batch):
+        name = files.folder.name
+        fast = None
+        if not precise and checked.accepted[i]:
+            fast = bulk.fast_attempt(files, benchmark=benchmark)
+        valid = None
+        if fast is not None:
+            attempt, mechanism, lines = fast[0], fast[1], int(n_lines[i])
+        else:
+            valid, issues = validate_attempt(files, benchmark=benchmark)
+            if valid is None:
+                run.attempt(cid, name, "rejected", issues)
+                continue
+            attempt, mechanism, lines = valid.attempt, valid.mechanism, len(valid.runs)
+        if same:
+            run.attempt(cid, name, "unchanged")
+            continue
+        run.attempt(cid, name, "replaced" if name in stored else "ingested")
+        rows["attempts"].append(_attempt_row(cid, files, attempt, mechanism, lines, first_seen))
+        rows["expectations"] += _expectation_rows(cid, name, mechanism)
+        keep[i] = valid is None
+        if valid is not None:
+            slow.append(valid)
+    ids = [files.folder.name for files, _ in batch]
+    fast_rows = bulk.run_frames(cid, ids, checked, keep)
+    slow_rows = _run_frames(cid, slow, {a: i for i, a in enumerate(ids)})
+    out = {name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
+           for name, found in rows.items()}  # fmt: skip
+    for name, frame in fast_rows.items():
+        merged = pl.concat([frame, slow_rows[name]]).sort("_pos", maintain_order=True)
+        out[name] = merged.drop("_pos")
+    return out
+
+
+def bulk_disabled() -> bool:
+    """EXPLAIN_INGEST_PRECISE=1 sends every attempt through the per-line validator (the
+    benchmark's comparison; results are the same, only slower)."""
+    return os.environ.get("EXPLAIN_INGEST_PRECISE") == "1"
 
 
 def _campaign_outcome(store: Store, cid: str, changed: bool) -> Outcome:
@@ -250,17 +322,16 @@ def _stored_source(store: Store, cid: str) -> str | None:
     return frame.item(0, 0) if frame.height else None
 
 
-def _check_attempts(
+def _pending_attempts(
     cid: str,
     folders: Iterable[Path],
-    campaign: Document,
     stored: dict[str, tuple[str, str | None]],
     campaign_changed: bool,
     run: _Run,
     tick: Callable[[int], object],
-) -> Iterator[ValidAttempt]:
-    """Valid attempts that are new or changed; every outcome is recorded in ``run``."""
-    benchmark = campaign.data["kind"] == "benchmark"
+) -> Iterator[_Pending]:
+    """The files of attempts that need validating (new or changed, or all when campaign.json
+    changed); unreadable and unchanged attempts are recorded in ``run`` here."""
     for folder in folders:
         tick(1)
         files, issues = read_attempt_files(folder)
@@ -271,14 +342,7 @@ def _check_attempts(
         if same and not campaign_changed:
             run.attempt(cid, folder.name, "unchanged")
             continue
-        valid, issues = validate_attempt(files, benchmark=benchmark)
-        if valid is None:
-            run.attempt(cid, folder.name, "rejected", issues)
-        elif same:
-            run.attempt(cid, folder.name, "unchanged")
-        else:
-            run.attempt(cid, folder.name, "replaced" if folder.name in stored else "ingested")
-            yield valid
+        yield files, same
 
 
 def _write_campaign(
@@ -334,14 +398,13 @@ def campaign_frame(cid: str, campaign: Document) -> pl.DataFrame:
     return pl.DataFrame([row], schema=table("campaigns").polars_schema())
 
 
-def attempt_frames(
-    cid: str, attempts: Sequence[ValidAttempt], first_seen: dict[str, str | None]
+def _run_frames(
+    cid: str, attempts: Sequence[ValidAttempt], position: dict[str, int]
 ) -> dict[str, pl.DataFrame]:
-    """New rows of every per-attempt table for these attempts."""
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in ATTEMPT_TABLES}
+    """``samples``, ``breakdown`` and ``counters`` rows of attempts the precise validator
+    accepted (built from its parsed documents), with the attempt's position in the batch."""
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in bulk.RUN_TABLES}
     for attempt in attempts:
-        rows["attempts"].append(_attempt_row(cid, attempt, first_seen))
-        rows["expectations"] += _expectation_rows(cid, attempt)
         for run in attempt.runs:
             key = {
                 "campaign_id": cid,
@@ -364,21 +427,28 @@ def attempt_frames(
                 for name, value in (run.data.get("counters") or {}).items()
             ]
     return {
-        name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
+        name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False).with_columns(
+            _pos=pl.col("attempt_id").replace_strict(position, return_dtype=pl.Int64)
+        )
         for name, found in rows.items()
     }
 
 
 def _attempt_row(
-    cid: str, attempt: ValidAttempt, first_seen: dict[str, str | None]
+    cid: str,
+    files: AttemptFiles,
+    attempt: Document,
+    mechanism: Document | None,
+    n_lines: int,
+    first_seen: dict[str, str | None],
 ) -> dict[str, Any]:
-    doc, files = attempt.attempt.data, attempt.files
-    actual = attempt.mechanism.sha256 if attempt.mechanism else None
+    doc, attempt_id = attempt.data, files.folder.name
+    actual = mechanism.sha256 if mechanism else None
     declared = doc.get("declared_at")
     # The first digest the store saw is kept (even "no mechanism"); a new attempt is seen now.
     return {
         "campaign_id": cid,
-        "attempt_id": attempt.attempt_id,
+        "attempt_id": attempt_id,
         "round": doc["round"],
         "candidate": doc["candidate"],
         "baseline": doc["baseline"],
@@ -387,9 +457,9 @@ def _attempt_row(
         "started_at": parse_timestamp(doc["started_at"]),
         "mechanism_sha256": doc.get("mechanism_sha256"),
         "mechanism_sha256_actual": actual,
-        "mechanism_sha256_first_seen": first_seen.get(attempt.attempt_id, actual),
-        "hypothesis": attempt.mechanism.data["hypothesis"] if attempt.mechanism else None,
-        "n_lines": len(attempt.runs),
+        "mechanism_sha256_first_seen": first_seen.get(attempt_id, actual),
+        "hypothesis": mechanism.data["hypothesis"] if mechanism else None,
+        "n_lines": n_lines,
         "inputs_sha256": files.inputs_sha256,
         "source_dir": str(files.folder),
         "order_seed": doc.get("order_seed"),
@@ -414,12 +484,14 @@ def _json_text(value: dict[str, Any] | None) -> str | None:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _expectation_rows(cid: str, attempt: ValidAttempt) -> list[dict[str, Any]]:
-    if attempt.mechanism is None:
+def _expectation_rows(
+    cid: str, attempt_id: str, mechanism: Document | None
+) -> list[dict[str, Any]]:
+    if mechanism is None:
         return []
     return [
-        {"campaign_id": cid, "attempt_id": attempt.attempt_id, "position": i, **item}
-        for i, item in enumerate(attempt.mechanism.data["expectations"])
+        {"campaign_id": cid, "attempt_id": attempt_id, "position": i, **item}
+        for i, item in enumerate(mechanism.data["expectations"])
     ]
 
 
