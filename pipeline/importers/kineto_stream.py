@@ -28,7 +28,7 @@ import msgspec
 import polars as pl
 from msgspec import Raw, Struct
 
-from pipeline.files import open_regular
+from pipeline.files import InputFileError, open_regular
 
 BLOCK = 8 * 2**20
 _KEY = b'"traceEvents"'
@@ -163,6 +163,8 @@ def read_events(
     try:
         return _read(path, cats, schema, block)
     except (Unsure, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+    except (InputFileError, OSError):  # the whole reading reports it
         return None
 
 
