@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain, compress, repeat
-from operator import attrgetter
+from operator import attrgetter, is_not
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -95,7 +95,6 @@ _ATTEMPT = msgspec.json.Decoder(_Attempt)
 _MECHANISM = msgspec.json.Decoder(_Mechanism)
 _RUN = msgspec.json.Decoder(_Run)
 _SPACED_COLON = re.compile(rb'"[ \t\r\n]+:')
-_AFTER_QUOTE = (b'" ', b'"\t', b'"\r', b'"\n')  # cheap tests before the regular expression
 _BOM = b"\xef\xbb\xbf"
 _EMPTY: dict[str, Any] = {}
 
@@ -103,9 +102,10 @@ _EMPTY: dict[str, Any] = {}
 def _keys_written(body: bytes) -> int | None:
     """An upper bound of the keys written in a JSON text: its ``":`` count (a key followed by
     blanks before its colon makes the bound unsure: None)."""
-    if any(blank in body for blank in _AFTER_QUOTE) and _SPACED_COLON.search(body):
+    keys = body.count(b'":')
+    if keys != body.count(b":") and _SPACED_COLON.search(body):  # every colon after a quote?
         return None
-    return body.count(b'":')
+    return keys
 
 
 def _no_bom(body: bytes) -> bytes:
@@ -310,7 +310,7 @@ _SIDE, _REPETITION, _STATUS, _METRIC, _BREAKDOWN, _COUNTERS, _ORDER, _STARTED, _
 
 
 def _present(values: list[Any]) -> np.ndarray:
-    return np.fromiter((v is not UNSET for v in values), bool, len(values))
+    return np.fromiter(map(is_not, values, repeat(UNSET)), bool, len(values))
 
 
 def _timestamps(values: list[Any]) -> tuple[list[datetime | None], np.ndarray]:
@@ -365,10 +365,14 @@ def check_lines(bodies: Sequence[bytes]) -> Checked:
     has_counters = _present(list(map(_COUNTERS, runs)))
     recorded = sum(_present(values) for values in (order, started, finished))
     keys = 3 + has_metric + has_breakdown + has_counters + recorded + breakdown_keys + counter_keys
+    unnamed = np.zeros(len(runs), bool)  # an empty step, region or counter name
+    for cells, names in ((breakdown, ("step", "region")), (counters, ("counter",))):
+        empty = cells.filter(pl.any_horizontal(pl.col(n) == "" for n in names))["run"]
+        unnamed[empty.to_numpy()] = True
     bad = frame.select(
         bad=((pl.col("status") == "ok") & ~(pl.col("metric") > 0).fill_null(False))
         | pl.struct("attempt", "side", "repetition").is_duplicated()
-        | pl.Series(mixed | ~started_ok | ~finished_ok)
+        | pl.Series(mixed | unnamed | ~started_ok | ~finished_ok)
     )["bad"].to_numpy()
     n = len(bodies)
     failed = np.bincount(lines.attempt[bad], minlength=n) > 0

@@ -36,6 +36,7 @@ from pipeline.store import Store, Transaction
 from pipeline.validate import (
     CAMPAIGN_FILE,
     MEASUREMENTS_FILE,
+    MECHANISM_FILE,
     AttemptFiles,
     Document,
     Issue,
@@ -68,6 +69,7 @@ class IngestReport:
             schema={"campaign_id": pl.String, "outcome": pl.String}
         )
     )
+    warnings: list[Issue] = field(default_factory=list)  # stored anyway; exit code unchanged
 
     @property
     def exit_code(self) -> ExitCode:
@@ -90,9 +92,11 @@ class IngestReport:
 class _Run:
     """Mutable bookkeeping of one ingest run."""
 
+    root: Path | None = None  # the resolved SOURCE: symbolic links out of it are not followed
     rows: list[dict[str, Any]] = field(default_factory=list)
     campaigns: list[dict[str, Any]] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
 
     def attempt(
         self, campaign_id: str, attempt_id: str, outcome: Outcome, issues: Sequence[Issue] = ()
@@ -112,6 +116,7 @@ class _Run:
             pl.DataFrame(self.rows, schema=_REPORT_SCHEMA),
             self.issues,
             pl.DataFrame(self.campaigns, schema={"campaign_id": pl.String, "outcome": pl.String}),
+            self.warnings,
         )
 
 
@@ -123,13 +128,14 @@ def ingest(
     in one transaction."""
     engine = engine or LocalEngine()
     folders = campaign_folders(Path(source))
+    root = Path(source).resolve()  # symbolic links leading out of it are not followed
     run = _Run()
-    total = sum(len(attempt_folders(f)) for f in folders)
+    total = sum(len(attempt_folders(f)) for f in folders if _outside(f, root) is None)
     bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="attempt", desc="ingest")
     tick = bar.update if engine.in_process else None
     try:
         with bar, store.transaction() as txn:
-            for got in engine.map(prepare_campaign, [(f, store, tick) for f in folders]):
+            for got in engine.map(prepare_campaign, [(f, store, tick, root) for f in folders]):
                 _commit_campaign(got, store, txn, run)
                 if tick is None:
                     bar.update(len(got.run.rows))
@@ -179,16 +185,33 @@ class _Prepared:
     changed: bool = False  # campaign.json differs from the stored one
 
 
+def _outside(folder: Path, root: Path | None) -> Issue | None:
+    """A folder that is a symbolic link leading out of SOURCE is not followed: reading it would
+    ingest files the user did not point at (and a link may point anywhere)."""
+    if root is None or not folder.is_symlink():
+        return None
+    target = folder.resolve()
+    if target.is_relative_to(root):
+        return None
+    message = f"is a symbolic link to {target}, outside {root}: not followed"
+    return Issue(str(folder), None, "", "outside_source", message)
+
+
 def prepare_campaign(
-    folder: Path, store: Store, tick: Callable[[int], object] | None = None
+    folder: Path,
+    store: Store,
+    tick: Callable[[int], object] | None = None,
+    root: Path | None = None,
 ) -> _Prepared:
     """Validate one campaign folder and build its new rows. A pure function of the folder and
     the store's files, which an engine may run on another process or machine
-    (pipeline.engines); ``tick`` reports progress per attempt when it runs here."""
+    (pipeline.engines); ``tick`` reports progress per attempt when it runs here; symbolic links
+    leading out of ``root`` (the resolved SOURCE) are not followed."""
     tick = tick or (lambda n: None)
-    attempts = attempt_folders(folder)
-    campaign, issues = validate_campaign(folder)
-    run = _Run()
+    outside = _outside(folder, root)
+    attempts = [] if outside else attempt_folders(folder)
+    campaign, issues = (None, [outside]) if outside else validate_campaign(folder)
+    run = _Run(root=root)
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
         run.issues += issues
@@ -213,6 +236,7 @@ def _commit_campaign(got: _Prepared, store: Store, txn: Transaction, run: _Run) 
     run.rows += got.run.rows
     run.campaigns += got.run.campaigns
     run.issues += got.run.issues
+    run.warnings += got.run.warnings
     if got.campaign is not None and (got.new["attempts"].height or got.changed):
         _write_campaign(store, txn, got.cid, got.campaign, got.new, got.changed)
 
@@ -275,6 +299,11 @@ def _validate_batch(
                 run.attempt(cid, name, "rejected", issues)
                 continue
             attempt, mechanism, lines = valid.attempt, valid.mechanism, len(valid.runs)
+        if lines == 0 and attempt.data["status"] == "completed":
+            path = str(files.folder / MEASUREMENTS_FILE)
+            message = "has no run, but attempt.json says the attempt completed"
+            run.attempt(cid, name, "rejected", [Issue(path, None, "", "no_runs", message)])
+            continue
         if same:
             run.attempt(cid, name, "unchanged")
             continue
@@ -292,7 +321,33 @@ def _validate_batch(
     for name, frame in fast_rows.items():
         merged = pl.concat([frame, slow_rows[name]]).sort("_pos", maintain_order=True)
         out[name] = merged.drop("_pos")
+    run.warnings += _unmeasured(out, {files.folder.name: files.folder for files, _ in batch})
     return out
+
+
+def _unmeasured(rows: dict[str, pl.DataFrame], folders: dict[str, Path]) -> list[Issue]:
+    """A warning per expectation naming a region or counter that no run of its attempt
+    measured: stored anyway (explain reports it unverifiable), but most likely a typo."""
+    key = ["attempt_id", "target", "name"]
+    measured = pl.concat(
+        [
+            rows["breakdown"].select("attempt_id", target=pl.lit("region"), name="region"),
+            rows["counters"].select("attempt_id", target=pl.lit("counter"), name="counter"),
+        ]
+    ).unique()
+    missing = rows["expectations"].join(measured, on=key, how="anti")
+    return [
+        Issue(
+            str(folders[attempt_id] / MECHANISM_FILE),
+            None,
+            f"expectations[{position}]",
+            "not_measured",
+            f'expects {expect} of {target} "{name}", which no run of this attempt measured',
+        )
+        for attempt_id, position, target, name, expect in missing.select(
+            "attempt_id", "position", "target", "name", "expect"
+        ).iter_rows()
+    ]
 
 
 def bulk_disabled() -> bool:
@@ -334,7 +389,8 @@ def _pending_attempts(
     changed); unreadable and unchanged attempts are recorded in ``run`` here."""
     for folder in folders:
         tick(1)
-        files, issues = read_attempt_files(folder)
+        outside = _outside(folder, run.root)
+        files, issues = (None, [outside]) if outside else read_attempt_files(folder)
         if files is None:
             run.attempt(cid, folder.name, "rejected", issues)
             continue

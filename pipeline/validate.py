@@ -365,6 +365,8 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
     elif keyword == "pattern":
         code = "bad_id" if path and path[-1] in ("campaign_id", "attempt_id") else "bad_format"
         yield path, code, f"must match {expected}, got {describe(got)}"
+    elif "propertyNames" in error.absolute_schema_path:
+        yield path, "empty", "has an empty name (steps, regions and counters need one)"
     elif keyword in ("minLength", "minItems"):
         yield path, "empty", "must not be empty"
     elif keyword == "contains":
@@ -472,12 +474,15 @@ def _plain_number(value: Any) -> bool:
 
 def _plain_numbers(values: Any) -> bool:
     return (
-        type(values) is _Object and not values.repeated and all(map(_plain_number, values.values()))
+        type(values) is _Object
+        and not values.repeated
+        and "" not in values
+        and all(map(_plain_number, values.values()))
     )
 
 
 def _plain_breakdown(breakdown: Any) -> bool:
-    if type(breakdown) is not _Object or breakdown.repeated:
+    if type(breakdown) is not _Object or breakdown.repeated or "" in breakdown:
         return False
     values = list(breakdown.values())
     return all(map(_plain_number, values)) or all(map(_plain_numbers, values))

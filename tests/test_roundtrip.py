@@ -28,7 +28,9 @@ def runs(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Distinct (side, repetition) runs with nested or flat breakdowns and counters."""
     keys = draw(
         st.sets(
-            st.tuples(st.sampled_from(["baseline", "candidate"]), st.integers(0, 2**40)), max_size=6
+            st.tuples(st.sampled_from(["baseline", "candidate"]), st.integers(0, 2**40)),
+            min_size=1,  # a completed attempt has at least one run
+            max_size=6,
         )
     )
     out = []

@@ -44,6 +44,8 @@ def ingest_command(
     click.echo(format_summary(report))
     for issue in report.issues:
         click.echo(str(issue), err=True)
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}", err=True)
     return int(report.exit_code)
 
 
@@ -70,8 +72,9 @@ def format_summary(report: IngestReport) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.insert(len(lines) - 1, lines[1])
     status = "some input rejected" if report.exit_code == ExitCode.REJECTED else "ok"
-    n = len(report.issues)
-    return "\n".join([*lines, f"{n} error{'' if n == 1 else 's'} ({status})"])
+    n, w = len(report.issues), len(report.warnings)
+    warned = f", {w} warning{'' if w == 1 else 's'}" if w else ""
+    return "\n".join([*lines, f"{n} error{'' if n == 1 else 's'}{warned} ({status})"])
 
 
 COMMANDS: list[click.Command] = [ingest_command]
