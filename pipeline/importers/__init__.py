@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pipeline.contracts import document_schema
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
-from pipeline.validate import parse_json, plainly_valid_run
 
 if TYPE_CHECKING:  # imported when a line is checked: the command line's --help stays fast
     from jsonschema import Draft202012Validator
@@ -194,6 +193,8 @@ def _numbers(value: Any, where: str) -> list[tuple[str, float]]:
 
 def check_line(line: Mapping[str, Any]) -> None:
     """The project's own measurement contract: the JSON Schema, and every number finite."""
+    from pipeline.validate import parse_json, plainly_valid_run  # numpy: not for --help
+
     if plainly_valid_run(parse_json(json.dumps(line))):  # certainly valid: skip jsonschema
         return
     for name, value in _numbers(dict(line), ""):
