@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import signal
 import subprocess
@@ -330,3 +331,24 @@ def test_campaign_subcommands_have_examples(
 ) -> None:
     code, out, _ = run_main(["campaign", command, "--help"], capsys)
     assert code == 0 and "Example" in out and f"explain-pipeline campaign {command} " in out
+
+
+# -- the quick start's example ----------------------------------------------------------------
+def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
+    from pipeline.validate import check_document, validate_document
+
+    data = Path(__file__).resolve().parent.parent / "data"
+    target = tmp_path / "m.json"
+    runs = {}
+    for dtype in ("float64", "float32"):
+        subprocess.run([sys.executable, str(data / "measure_numpy.py"), "--size", "64", "--steps",
+                        "2", "--dtype", dtype], check=True, timeout=120,
+                       env={**os.environ, "EXPLAIN_MEASUREMENT": str(target)})  # fmt: skip
+        runs[dtype] = json.loads(target.read_text())
+        line = {"side": "baseline", "repetition": 0, "status": "ok", **runs[dtype]}
+        assert check_document("measurement", line) == []
+        assert set(runs[dtype]["breakdown"]["step-1"]) == {"prepare", "matmul", "reduce"}
+    assert runs["float64"]["counters"]["matmul_bytes"] == 2 * runs["float32"]["counters"][
+        "matmul_bytes"] == 2 * 2 * 64 * 64 * 8  # fmt: skip
+    path = data / "float32_matmul.mechanism.json"
+    assert validate_document(path, path.read_bytes(), "mechanism")[1] == []
