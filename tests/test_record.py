@@ -3,6 +3,7 @@ campaign final, ab (docs/record.md)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -121,6 +122,26 @@ def test_campaign_start_writes_the_full_policy_and_refuses_a_second_start(
     assert err == (f"error: {campaign}/campaign.json: already exists; a campaign's policy is "
                    "frozen at its start (start a new campaign to change it)\n")  # fmt: skip
     assert (campaign / "campaign.json").read_bytes() == before
+
+
+def test_campaign_start_interval_enters_the_digest_only_when_not_the_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.policy import canonical_policy
+
+    digests = {}
+    for interval in ("percentile", "student_t"):
+        folder = tmp_path / interval
+        run_main(["campaign", "start", str(folder), "--metric", "s", "--interval", interval],
+                 capsys)  # fmt: skip
+        document = json.loads((folder / "campaign.json").read_text())
+        assert document["policy"]["interval"] == interval
+        digests[interval] = document["policy_sha256"]
+        canonical = json.loads(canonical_policy(document["policy"]))
+        assert ("interval" in canonical) == (interval != "percentile")
+    v1 = ('{"confidence":0.95,"decision":"median","min_improvement_pct":1.0,"min_pairs":5,'
+          '"require_explanation":false,"resamples":10000,"seed":0}')  # the digest before v1.1
+    assert digests["percentile"] == hashlib.sha256(v1.encode()).hexdigest()
 
 
 def test_campaign_start_needs_a_valid_id(

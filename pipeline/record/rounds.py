@@ -262,9 +262,13 @@ def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: Run
         f"{timestamp(now())}\n  baseline  {request.baseline}: {request.baseline_cmd}\n"
         f"  candidate {request.candidate}: {request.candidate_cmd}\n"
         f"  repetitions {request.repetitions}, warm-up {request.warmup} per side, order seed "
-        f"{doc['order_seed']}, timeout {request.timeout or 'none'}, cwd {settings.cwd}\n"
+        f"{doc['order_seed']}, timeout {_seconds(request.timeout)}, cwd {settings.cwd}\n"
     )
     log.flush()
+
+
+def _seconds(timeout: float | None) -> str:
+    return "none" if timeout is None else f"{timeout:g} s"
 
 
 def _execute_runs(
