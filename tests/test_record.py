@@ -373,3 +373,13 @@ def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
         "matmul_bytes"] == 2 * 2 * 64 * 64 * 8  # fmt: skip
     path = data / "float32_matmul.mechanism.json"
     assert validate_document(path, path.read_bytes(), "mechanism")[1] == []
+
+
+def test_the_report_shows_how_an_attempt_was_recorded() -> None:
+    from pipeline.report.pages import recording_html
+
+    info = {"recorder": "explain-pipeline 0.1.0", "order_seed": 7,
+            "environment": '{"host":"<box>","cpu_count":"2"}'}  # fmt: skip
+    assert recording_html(info) == ('<p class="note recording">recorded by explain-pipeline '
+                                    "0.1.0 · order seed 7 · cpu_count 2 · host &lt;box&gt;</p>")
+    assert recording_html({"recorder": None, "environment": None}) == ""

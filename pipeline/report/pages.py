@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -326,6 +327,21 @@ def _hypothesis_html(hypothesis: str | None) -> str:
     return f'<blockquote class="hypothesis">{esc(hypothesis)}</blockquote>'
 
 
+def recording_html(info: Mapping[str, Any]) -> str:
+    """How and where the attempt was recorded, when `explain-pipeline round` wrote it."""
+    if not info.get("recorder"):
+        return ""
+    try:
+        environment = json.loads(info.get("environment") or "{}")
+    except ValueError:  # the column holds what ingest wrote; never fail a report over it
+        environment = {}
+    parts = [f"recorded by {info['recorder']}"]
+    if info.get("order_seed") is not None:
+        parts.append(f"order seed {info['order_seed']}")
+    parts += [f"{key} {value}" for key, value in sorted(environment.items())]
+    return f'<p class="note recording">{esc(" · ".join(parts))}</p>'
+
+
 def _unverifiable_html(rows: pl.DataFrame) -> str:
     part = rows.filter(pl.col("status") == "unverifiable")
     if part.is_empty():
@@ -404,6 +420,7 @@ def attempt_html(
         f'<article id="attempt-{esc(aid)}">'
         + _attempt_head(row, info, what_if)
         + _hypothesis_html(info.get("hypothesis"))
+        + recording_html(info)
         + f'<div class="split"><div class="plot">{plot}</div>'
         + '<div class="side"><h4>Expectations</h4>'
         + _legend_html()
