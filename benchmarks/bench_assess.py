@@ -1,19 +1,24 @@
-"""Benchmark of assess (not part of the test suite).
+"""Benchmark of the everyday path (not part of the test suite): `make bench`.
 
-Generates a large synthetic store directly as tables (contract §7's model: 4 steps x 4 regions, two
-counters, every attempt declaring attention decrease, dram_bytes decrease, sampling unchanged),
-then, each in a fresh subprocess so that its peak resident memory is its own:
+Generates stored-attempt folders (contract §7's model: 10 repetitions x 4 steps x 4 regions + 2
+counters, every attempt declaring attention decrease, dram_bytes decrease, sampling unchanged:
+11 quantities per attempt, 10 pairs each), ingests them with the real command, and measures
+side by side, in one run, each command in a fresh subprocess (its own start-up, its own peak
+RSS from wait4):
 
-1. ingest of a smaller stored-attempt folder (pipeline.stored -> pipeline.ingest);
-2. assess of the whole store (everything computed), then assess again (everything reused);
+- `explain-pipeline --help` (median of repeated runs; beside it, `python -c pass`);
+- `explain-pipeline assess ID` of one 12-attempt campaign of that store (its outputs removed
+  before each run, so every run computes) against the naive script
+  `benchmarks/naive_assess.py` on that campaign's folder (interpreter start included);
+- `explain-pipeline assess --all` of every attempt against the same naive script over every
+  folder (one thread), both results checked equal (max relative difference <= 1e-12, else the
+  benchmark fails);
+- ingest, and ingest + assess end to end against the same naive script.
 
-and in this process a plain per-quantity loop (NumPy fancy indexing ``x[idx].mean(axis=1)`` and
-``np.quantile`` per quantity, the index matrix drawn once per n in its favour) over a sample of
-the same quantities, checked against the pipeline's intervals. Prints quantities per second for
-both, their ratio and peak RSS.
+Prints one table: the figure, the comparison, the ratio, the threads used by each side.
 
-    .venv/bin/python benchmarks/bench_assess.py                 # 2,000 attempts
-    .venv/bin/python benchmarks/bench_assess.py --attempts 100000
+    .venv/bin/python benchmarks/bench_assess.py                       # 3,000 attempts
+    .venv/bin/python benchmarks/bench_assess.py --large 100000        # + assess peak RSS at 100,000
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,161 +146,215 @@ def generate(path: Path, attempts: int, per_campaign: int, reps: int, seed: int)
     return len(sizes)
 
 
-def stored_folder(root: Path, attempts: int, reps: int, seed: int) -> None:
-    """A stored-attempt folder (contract §2) for the ingest timing, same model."""
+def stored_folders(root: Path, campaigns: int, per_campaign: int, reps: int, seed: int) -> None:
+    """Stored-attempt folders (contract §2) of the same model: ``campaigns`` x ``per_campaign``."""
     from pipeline.stored import write_attempt, write_campaign
 
     rng = np.random.default_rng(seed)
     metric = {"name": "e2e_seconds", "better": "lower"}
-    folder = write_campaign(
-        root, "ingest-bench", created_at="2026-11-01T10:00:00Z", metric=metric, policy={}
-    )
-    t = campaign_tables("ingest-bench", attempts, reps, rng)
-    cells = t["breakdown"].sort("attempt_id", "repetition", "side", "step", "region")
-    per_run = cells.partition_by(["attempt_id", "repetition", "side"], as_dict=True)
-    counters = {
-        k: dict(zip(v["counter"], v["value"], strict=True))
-        for k, v in t["counters"]
-        .partition_by(["attempt_id", "repetition", "side"], as_dict=True)
-        .items()
+    mechanism = {
+        "hypothesis": "h",
+        "expectations": [{"target": t, "name": n, "expect": e} for t, n, e in EXPECTATIONS],
     }
-    for i, a in enumerate(t["attempts"].iter_rows(named=True)):
-        runs = []
-        for rep in range(reps):
-            for side in ("baseline", "candidate"):
-                part = per_run[(a["attempt_id"], rep, side)]
-                breakdown: dict[str, dict[str, float]] = {}
-                for step, region, s in part.select("step", "region", "seconds").iter_rows():
-                    breakdown.setdefault(step, {})[region] = s
-                runs.append({"side": side, "repetition": rep, "status": "ok",
-                             "metric": float(part["seconds"].sum()), "breakdown": breakdown,
-                             "counters": counters[(a["attempt_id"], rep, side)]})  # fmt: skip
-        doc = {"attempt_id": a["attempt_id"], "round": i + 1, "candidate": a["candidate"],
-               "baseline": "main", "status": "completed", "declared_at": "2026-11-01T10:00:00Z",
-               "started_at": "2026-11-01T10:01:00Z"}  # fmt: skip
-        mechanism = {
-            "hypothesis": "h",
-            "expectations": [{"target": t_, "name": n, "expect": e} for t_, n, e in EXPECTATIONS],
-        }
-        write_attempt(folder, doc, runs, mechanism=mechanism)
+    shape = (per_campaign, reps, 2, len(STEPS), len(REGIONS))
+    for c in range(campaigns):
+        cid = f"bench-{c:05d}"
+        folder = write_campaign(
+            root, cid, created_at="2026-11-01T10:00:00Z", metric=metric, policy={}
+        )
+        gain = rng.choice([1.0, 0.88, 0.95], size=per_campaign)
+        noise = (
+            rng.lognormal(0, 0.03, (per_campaign, reps, 1, 1, 1))
+            * rng.lognormal(0, 0.03, (per_campaign, reps, 2, 1, 1))
+            * rng.lognormal(0, 0.01, shape)
+        )
+        effect = np.ones(shape)
+        effect[:, :, 1, :, 0] = gain[:, None, None]
+        seconds = (STEP_SECONDS * SHARES * noise * effect).tolist()
+        dram = 1e9 * len(STEPS) * (1 + rng.normal(0, 0.001, shape[:3]))
+        dram[:, :, 1] *= gain[:, None]
+        for a in range(per_campaign):
+            runs = []
+            for rep in range(reps):
+                for s, side in enumerate(("baseline", "candidate")):
+                    cells = seconds[a][rep][s]
+                    breakdown = {
+                        step: dict(zip(REGIONS, cells[k], strict=True))
+                        for k, step in enumerate(STEPS)
+                    }
+                    runs.append({
+                        "side": side, "repetition": rep, "status": "ok",
+                        "metric": sum(sum(row) for row in cells), "breakdown": breakdown,
+                        "counters": {"kernel_launches": 1000 * len(STEPS),
+                                     "dram_bytes": float(dram[a, rep, s])},
+                    })  # fmt: skip
+            doc = {"attempt_id": f"r{a + 1:03d}", "round": a + 1,
+                   "candidate": f"cand-{gain[a]:.2f}", "baseline": "main", "status": "completed",
+                   "declared_at": "2026-11-01T10:00:00Z",
+                   "started_at": "2026-11-01T10:01:00Z"}  # fmt: skip
+            write_attempt(folder, doc, runs, mechanism=mechanism)
 
 
-# -- phases run in subprocesses ---------------------------------------------------------------
-def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+# -- measuring commands in subprocesses -------------------------------------------------------
+BIN = Path(sys.executable).parent
+ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def phase_assess(store_path: str) -> dict[str, Any]:
-    from pipeline.assess import assess
-
+def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Run ``command``; its wall seconds, CPU seconds (user + system) and own peak RSS in MiB
+    (from wait4). CPU seconds say what a command costs even when the machine is busy."""
     t0 = time.perf_counter()
-    result = assess(Store(store_path))
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
-    return {
-        "attempts": result.assessments.height,
-        "quantities": result.comparisons.height,
-        "bootstrapped": result.comparisons.filter(pl.col("status") == "ok").height,
-        "recomputed": result.recomputed,
-        "seconds": seconds,
-        "peak_rss_mib": _rss_mib(),
-    }
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0,):
+        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}): {stderr[-2000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
 
 
-def phase_ingest(folder: str, store_path: str) -> dict[str, Any]:
-    from pipeline.ingest import ingest
+def median_of(runs: int, command: list[str], before: Any = None) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``runs`` runs (``before()`` untimed before each)."""
+    times, cpus = [], []
+    for _ in range(runs):
+        if before is not None:
+            before()
+        seconds, cpu, _ = measure(command)
+        times.append(seconds)
+        cpus.append(cpu)
+    return statistics.median(times), statistics.median(cpus)
 
+
+def drop_outputs(store: Path, cid: str) -> None:
+    for name in ("assessments", "comparisons", "outcomes"):
+        shutil.rmtree(store / name / f"campaign_id={cid}", ignore_errors=True)
+
+
+def check_equal(store: Path, naive_json: Path, campaigns: list[str] | None) -> tuple[int, float]:
+    """Every quantity with an interval in the store against the naive script's numbers: the
+    count and the largest relative difference of estimate, low and high (fails above 1e-12)."""
+    naive = json.loads(naive_json.read_text())
+    comps = Store(store).read("comparisons", campaigns).filter(pl.col("status") == "ok")
+    keys = (
+        comps["campaign_id"] + "/" + comps["attempt_id"] + "/" + comps["quantity"] + "/"
+        + comps["name"]
+    ).to_list()  # fmt: skip
+    if set(keys) != set(naive):
+        missing = sorted(set(naive) ^ set(keys))[:5]
+        raise SystemExit(f"the pipeline and the naive script disagree on the quantities: {missing}")
+    got = comps.select("estimate", "low", "high").to_numpy()
+    ref = np.array([naive[k][:3] for k in keys])
+    worst = float(np.max(np.abs(got - ref) / np.abs(ref)))
+    if not worst <= 1e-12:
+        raise SystemExit(f"results differ from the naive script by {worst:.1e} relative (> 1e-12)")
+    return len(keys), worst
+
+
+# -- the table -------------------------------------------------------------------------------
+def row(path: str, figure: str, comparison: str, ratio: str, target: str, threads: str) -> str:
+    return f"| {path} | {figure} | {comparison} | {ratio} | {target} | {threads} |"
+
+
+def run(args: argparse.Namespace, work: Path) -> None:
+    folder, store, clean = work / "attempts", work / "store", work / "clean-store"
+    for path in (folder, store, clean):
+        shutil.rmtree(path, ignore_errors=True)
+    campaigns = args.attempts // args.per_campaign
+    attempts = campaigns * args.per_campaign
     t0 = time.perf_counter()
-    report = ingest(Path(folder), Store(store_path))
-    seconds = time.perf_counter() - t0
-    outcomes = dict(report.attempts.group_by("outcome").len().iter_rows())
-    return {
-        "attempts": report.attempts.height,
-        "outcomes": outcomes,
-        "seconds": seconds,
-        "peak_rss_mib": _rss_mib(),
-    }
+    stored_folders(folder, campaigns, args.per_campaign, args.repetitions, args.seed)
+    print(f"generated {attempts} stored attempts in {campaigns} campaigns of {args.per_campaign} "
+          f"({args.repetitions} repetitions x {len(STEPS)} steps x {len(REGIONS)} regions "
+          f"+ 2 counters) in {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+    cli = str(BIN / "explain-pipeline")
+    naive = [sys.executable, str(Path(__file__).parent / "naive_assess.py")]
+    folders = sorted(str(p) for p in folder.iterdir())
+    one = "bench-00000"
+    out = work / "naive.json"
 
+    ingest_s, ingest_cpu, ingest_rss = measure([cli, "ingest", str(folder), "--store", str(clean)])
+    shutil.copytree(clean, store)
+    help_s, help_cpu = median_of(args.runs, [cli, "--help"])
+    python_s, python_cpu = median_of(args.runs, [sys.executable, "-c", "pass"])
 
-def _subprocess(*args: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
+    one_s, one_cpu = median_of(
+        args.runs, [cli, "assess", one, "--store", str(store)], lambda: drop_outputs(store, one)
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    one_naive_s, one_naive_cpu = median_of(args.runs, [*naive, str(out), str(folder / one)])
+    n_one, diff_one = check_equal(store, out, [one])
+
+    shutil.rmtree(store)
+    shutil.copytree(clean, store)
+    all_s, all_cpu, all_rss = measure([cli, "assess", "--all", "--store", str(store)])
+    naive_s, naive_cpu, naive_rss = measure([*naive, str(out), *folders], env=ONE_THREAD)
+    n_all, diff_all = check_equal(store, out, None)
+
+    both = "explain-pipeline: 2 cores (Polars pool, 2 bootstrap workers); naive: 1 thread"
+    print()
+    print(f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f} at the end. Every command in its own process, "
+          f"start-up included; medians of {args.runs} runs where marked; wall seconds, CPU "
+          "seconds (user + system) in brackets.")  # fmt: skip
+    print()
+    print(row("path", "explain-pipeline", "comparison (same run)", "ratio", "target", "threads"))
+    print(row("---", "---", "---", "---", "---", "---"))
+    print(row("`explain-pipeline --help`", f"{help_s:.2f} s [{help_cpu:.2f}] (median)",
+              f"`python -c pass`: {python_s:.2f} s [{python_cpu:.2f}]", "—", "≤ 0.25 s",
+              "1"))  # fmt: skip
+    print(row(f"`assess ID`: one {args.per_campaign}-attempt campaign of the store ({n_one} "
+              f"quantities, {args.repetitions} pairs)", f"{one_s:.2f} s [{one_cpu:.2f}] (median)",
+              f"naive script on its folder: {one_naive_s:.2f} s [{one_naive_cpu:.2f}] (median)",
+              f"{one_s / one_naive_s:.2f}x the naive time [{one_cpu / one_naive_cpu:.2f}x]",
+              "≤ 1.3x", both))  # fmt: skip
+    print(row(f"`ingest` of {attempts:,} attempts", f"{ingest_s:.1f} s [{ingest_cpu:.1f}], peak "
+              f"RSS {ingest_rss:.0f} MiB", "—", "—", "see the ingest rows", "2 cores"))  # fmt: skip
+    print(row(f"`assess --all` of {attempts:,} attempts ({n_all:,} quantities with an "
+              f"interval)", f"{all_s:.1f} s [{all_cpu:.1f}] = {n_all / all_s:,.0f} quantities/s, "
+              f"peak RSS {all_rss:.0f} MiB", f"naive script over every folder: {naive_s:.1f} s "
+              f"[{naive_cpu:.1f}] = {n_all / naive_s:,.0f} quantities/s, peak RSS "
+              f"{naive_rss:.0f} MiB", f"**{naive_s / all_s:.1f}x** faster "
+              f"[{naive_cpu / all_cpu:.1f}x less CPU]", "≥ 25x", both))  # fmt: skip
+    print(row("ingest + `assess --all` (end to end)", f"{ingest_s + all_s:.1f} s "
+              f"[{ingest_cpu + all_cpu:.1f}]", f"naive script: {naive_s:.1f} s [{naive_cpu:.1f}]",
+              f"{naive_s / (ingest_s + all_s):.1f}x faster", "—", both))  # fmt: skip
+    print()
+    print(f"Results equal the naive script's: {n_one} and {n_all:,} quantities, max relative "
+          f"difference {max(diff_one, diff_all):.1e} (asserted <= 1e-12).")  # fmt: skip
+    if args.large:
+        large(args, work)
 
 
-# -- the plain loop -----------------------------------------------------------------------------
-def plain_loop(store_path: Path, sample: int) -> dict[str, Any]:
-    """Per-quantity NumPy loop over a sample of the store's quantities, checked against assess."""
-    from pipeline import quantities
-
-    store = Store(store_path)
-    cid = store.campaign_ids()[0]
-    inputs = quantities.Inputs(
-        **{
-            n: store.scan(n, [cid])
-            for n in ("campaigns", "attempts", "samples", "breakdown", "counters", "expectations")
-        }  # fmt: skip
-    )
-    xs = (
-        quantities.pair_frames(inputs).pairs.lazy().filter(pl.col("flag").is_null())
-        .group_by(quantities.QUANTITY).agg(pl.col("x").sort_by("repetition"))
-        .sort(quantities.QUANTITY).head(sample).collect()
-    )  # fmt: skip
-    policy = store.read("campaigns", [cid]).row(0, named=True)
-    resamples, seed, conf = policy["resamples"], policy["seed"], policy["confidence"]
-    probs = [(1 - conf) / 2, 1 - (1 - conf) / 2]
-    vectors = [np.asarray(v) for v in xs["x"].to_list()]
-
-    def draw(n: int) -> np.ndarray:
-        return np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
-
-    t0 = time.perf_counter()
-    for x in vectors:  # as one writes it: contract §4.2's generator for each quantity
-        stat = x[draw(len(x))].mean(axis=1)
-        np.exp(np.quantile(stat, probs))
-    naive = time.perf_counter() - t0
-    idx = {n: draw(n) for n in {len(v) for v in vectors}}
-    t0 = time.perf_counter()
-    lows = []
-    for x in vectors:  # in the loop's favour: the index matrix drawn once per n
-        stat = x[idx[len(x)]].mean(axis=1)
-        low, high = np.exp(np.quantile(stat, probs))
-        lows.append(low)
-        _ = np.exp(x.mean())
-    seconds = time.perf_counter() - t0
-    got = (
-        xs.select(quantities.QUANTITY)
-        .with_columns(pl.Series("loop_low", lows))
-        .join(store.read("comparisons", [cid]), on=quantities.QUANTITY)
-    )
-    diff = ((got["loop_low"] - got["low"]).abs() / got["low"]).max()
-    return {
-        "quantities": len(vectors),
-        "seconds": seconds,
-        "naive_seconds": naive,
-        "max_rel_diff_low": diff,
-    }
+def large(args: argparse.Namespace, work: Path) -> None:
+    """assess --all of a large store written directly as tables (ingesting 100,000 attempt
+    folders would take most of an hour): the time and the peak RSS."""
+    store = work / "large-store"
+    shutil.rmtree(store, ignore_errors=True)
+    n_campaigns = generate(store, args.large, 100, args.repetitions, args.seed)
+    seconds, cpu, peak = measure([str(BIN / "explain-pipeline"), "assess", "--all", "--store",
+                                  str(store)])  # fmt: skip
+    quantities = Store(store).read("comparisons").filter(pl.col("status") == "ok").height
+    print(f"\nassess --all of {args.large:,} attempts ({n_campaigns} campaigns, {quantities:,} "
+          f"quantities with an interval): {seconds:.1f} s [{cpu:.1f} CPU] = "
+          f"{quantities / seconds:,.0f} "
+          f"quantities/s, peak RSS {peak:.0f} MiB (target ≤ 1 GiB)")  # fmt: skip
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--attempts", type=int, default=2000)
-    parser.add_argument("--per-campaign", type=int, default=100, help="attempts per campaign")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--attempts", type=int, default=3000)
+    parser.add_argument("--per-campaign", type=int, default=12, help="attempts per campaign")
     parser.add_argument("--repetitions", type=int, default=10)
-    parser.add_argument("--ingest-attempts", type=int, default=200)
-    parser.add_argument("--loop-sample", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=7, help="runs of each median")
+    parser.add_argument("--large", type=int, default=0, help="also assess this many attempts")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--keep", type=Path, default=None, help="keep the stores in this folder")
-    parser.add_argument("--phase", choices=["assess", "ingest"], help=argparse.SUPPRESS)
-    parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the files in this folder")
     args = parser.parse_args()
-    if args.phase == "assess":
-        print(json.dumps(phase_assess(*args.paths)))
-        return
-    if args.phase == "ingest":
-        print(json.dumps(phase_ingest(*args.paths)))
-        return
-
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-assess-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -302,46 +362,6 @@ def main() -> None:
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-
-
-def run(args: argparse.Namespace, work: Path) -> None:
-    store = work / "store"
-    shutil.rmtree(store, ignore_errors=True)
-    t0 = time.perf_counter()
-    n_campaigns = generate(store, args.attempts, args.per_campaign, args.repetitions, args.seed)
-    print(f"generated {args.attempts} attempts in {n_campaigns} campaigns "
-          f"({args.repetitions} repetitions x {len(STEPS)} steps x {len(REGIONS)} regions "
-          f"+ 2 counters) in {time.perf_counter() - t0:.1f} s")  # fmt: skip
-
-    folder = work / "attempts"
-    shutil.rmtree(folder, ignore_errors=True)
-    stored_folder(folder, args.ingest_attempts, args.repetitions, args.seed)
-    shutil.rmtree(work / "ingest-store", ignore_errors=True)
-    ing = _subprocess("--phase", "ingest", str(folder), str(work / "ingest-store"))
-    print(f"ingest: {ing['attempts']} stored attempts in {ing['seconds']:.2f} s "
-          f"({ing['attempts'] / ing['seconds']:.0f} attempts/s, {ing['outcomes']}), "
-          f"peak RSS {ing['peak_rss_mib']:.0f} MiB")  # fmt: skip
-
-    res = _subprocess("--phase", "assess", str(store))
-    again = _subprocess("--phase", "assess", str(store))
-    rate = res["bootstrapped"] / res["seconds"]
-    print(f"assess: {res['attempts']} attempts, {res['quantities']} comparisons "
-          f"({res['bootstrapped']} with an interval, {POLICY_DEFAULTS['resamples']} resamples) "
-          f"in {res['seconds']:.1f} s = {rate:,.0f} quantities/s "
-          f"(whole pipeline: read, pair, bootstrap, explain, verdicts, write)")  # fmt: skip
-    print(f"assess peak RSS: {res['peak_rss_mib']:.0f} MiB")
-    print(f"assess again (nothing changed): {again['seconds']:.1f} s, {again['recomputed']} "
-          f"attempts recomputed, peak RSS {again['peak_rss_mib']:.0f} MiB")  # fmt: skip
-
-    loop = plain_loop(store, args.loop_sample)
-    naive_rate = loop["quantities"] / loop["naive_seconds"]
-    loop_rate = loop["quantities"] / loop["seconds"]
-    print(f"plain per-quantity loop ({loop['quantities']} quantities, bootstrap only; low equals "
-          f"assess's to {loop['max_rel_diff_low']:.1e} relative):")  # fmt: skip
-    print(f"  generator per quantity:     {naive_rate:,.0f} quantities/s")
-    print(f"  index matrix cached per n:  {loop_rate:,.0f} quantities/s")
-    print(f"ratio pipeline / loop: {rate / naive_rate:.1f}x (generator per quantity), "
-          f"{rate / loop_rate:.1f}x (cached index matrix)")  # fmt: skip
 
 
 if __name__ == "__main__":
