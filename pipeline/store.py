@@ -22,7 +22,8 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -154,6 +155,18 @@ class Repaired:
     strays_removed: int
 
 
+def _fsync_all(sync: Callable[[Path], None], paths: Iterable[Path]) -> None:
+    """``sync`` every path, several at once: the file system commits concurrent syncs together
+    (about ten times faster than one after the other for hundreds of small partition files)."""
+    paths = list(paths)
+    if len(paths) <= 1:
+        for path in paths:
+            sync(path)
+        return
+    with ThreadPoolExecutor(min(16, len(paths))) as pool:
+        list(pool.map(sync, paths))  # list(): re-raise the first error
+
+
 @dataclass
 class _Op:
     target: Path
@@ -177,8 +190,7 @@ class Transaction:
         lazy = frame.lazy().with_columns(pl.lit(campaign_id).alias(PARTITION))
         conformed = spec.conform(lazy).select(spec.file_columns)
         self.ops.append(_Op(target, staged))
-        conformed.sink_parquet(staged, statistics=True)
-        _fsync_file(staged)
+        conformed.sink_parquet(staged, statistics=True)  # synced with the others at commit
 
     def delete(self, table_name: str, campaign_id: str) -> None:
         target = self.store.partition_file(table_name, campaign_id)
@@ -201,6 +213,7 @@ class Transaction:
     def commit(self) -> None:
         if not self.ops:
             return
+        _fsync_all(_fsync_file, [op.staged for op in self.ops if op.staged is not None])
         journal_dir = self.store.root / _TXN_DIR
         journal_dir.mkdir(parents=True, exist_ok=True)
         final = journal_dir / f"{self.txid}.json"
@@ -375,8 +388,7 @@ class Store:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     os.replace(staged, target)
             touched.add(target.parent)
-        for folder in touched:
-            _fsync_dir(folder)
+        _fsync_all(_fsync_dir, touched)
         journal.unlink()
         _fsync_dir(journal.parent)
         _remove_tree(self.root / _STAGING_DIR / journal.stem)
