@@ -33,7 +33,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from threadpoolctl import threadpool_limits
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -85,6 +84,7 @@ def _lerp(a: FloatArray, b: FloatArray, t: float) -> FloatArray:
 
 
 _WORKERS = min(2, os.cpu_count() or 1)  # the machines this runs on have 2 cores
+_THREADED_CHUNKS = 8  # fewer chunks than this are computed in the calling thread
 _SAMPLE = 512  # resamples per row that locate each tail's band
 _Z = 4.0  # the band's margin, in binomial standard deviations of the sample's rank
 
@@ -214,7 +214,8 @@ def _bounds(
     # in work. NumPy releases the GIL in these kernels, so two workers use two cores.
     step = min(width, max(1, chunk_bytes // (8 * resamples)))
     starts = range(0, width, step)
-    workers = max(1, min(_WORKERS, len(starts)))
+    # a few chunks (one campaign) take milliseconds: threads would cost more than they save
+    workers = min(_WORKERS, len(starts)) if len(starts) >= _THREADED_CHUNKS else 1
 
     def run(worker: int) -> None:
         stat_buffer = np.empty((step, resamples))
@@ -237,6 +238,8 @@ def _bounds(
     if workers == 1:
         run(0)
     else:  # one BLAS thread per worker: BLAS's own threads would fight the workers for the cores
+        from threadpoolctl import threadpool_limits
+
         with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
             list(pool.map(run, range(workers)))  # list(): re-raise a worker's exception
     return bounds
