@@ -136,14 +136,14 @@ def _assess_store(work: Path, attempts: int, per_campaign: int, seed: int) -> tu
 
 def _ingest_folder(work: Path, campaigns: int, per_campaign: int, seed: int) -> Path:
     """``campaigns`` copies of bench_assess's stored campaign, each under its own id."""
-    from bench_assess import stored_folder
+    from bench_assess import stored_folders
 
     from pipeline.stored import write_campaign
 
     one, root = work / "one", work / "attempts"
-    stored_folder(one, per_campaign, 10, seed)
+    stored_folders(one, 1, per_campaign, 10, seed)
     for k in range(campaigns):
-        shutil.copytree(one / "ingest-bench", root / f"c{k:03d}")
+        shutil.copytree(one / "bench-00000", root / f"c{k:03d}")
         metric = {"name": "e2e_seconds", "better": "lower"}
         write_campaign(root, f"c{k:03d}", created_at="2026-11-01T10:00:00Z", metric=metric,
                        policy={})  # fmt: skip
