@@ -127,7 +127,11 @@ def campaign_tables(cid: str, n_attempts: int, reps: int, rng: np.random.Generat
         "campaigns": campaigns, "attempts": attempts, "samples": samples,
         "breakdown": breakdown, "counters": counters, "expectations": expectations,
     }  # fmt: skip
-    return {k: v.cast(dict(table(k).polars_schema()), strict=False) for k, v in frames.items()}  # type: ignore[arg-type]
+    return {
+        k: v.cast({c: t for c, t in table(k).polars_schema().items() if c in v.columns},
+                  strict=False)  # columns added to the tables later are written as nulls
+        for k, v in frames.items()
+    }  # fmt: skip
 
 
 def generate(path: Path, attempts: int, per_campaign: int, reps: int, seed: int) -> int:
