@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import explain, quantities, verdicts
+from pipeline import explain, fraction, order_effect, quantities, verdicts
 from pipeline.contracts import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, UsageError
@@ -49,6 +49,8 @@ FACT_SCHEMA = {
     **{c: pl.Int64 for c in COUNT_COLUMNS},
     "improvement_pct": pl.Float64,
     "median_problem": pl.String,
+    **fraction.COLUMNS,
+    **order_effect.COLUMNS,
 }
 FACT_COLUMNS = list(FACT_SCHEMA)
 
@@ -187,7 +189,12 @@ def _fresh(previous: pl.DataFrame, attempts: pl.DataFrame, campaigns: pl.DataFra
         on="campaign_id",
     )
     keys = [*ATTEMPT, "inputs_sha256", "policy_sha256", "campaign_sha256"]
-    return previous.select(keys).join(now, on=keys, how="semi").select(ATTEMPT)
+    # rows stored before the report-only columns existed have neither a value nor a reason
+    complete = pl.all_horizontal(
+        pl.col(value).is_not_null() | pl.col(f"{value}_reason").is_not_null()
+        for value in ("explained_fraction", "order_effect")
+    )
+    return previous.filter(complete).select(keys).join(now, on=keys, how="semi").select(ATTEMPT)
 
 
 # -- computing -----------------------------------------------------------------------------------
@@ -251,17 +258,24 @@ def compute_batch(
 def _compute(inputs: quantities.Inputs) -> _Facts:
     """Facts, comparisons and outcomes of one batch of attempts."""
     better = inputs.campaigns.select("campaign_id", "metric_better")
-    facts = (
+    medians = (
         inputs.attempts.select(ATTEMPT)
         .join(quantities.run_counts(inputs.samples), on=ATTEMPT, how="left")
         .join(quantities.side_medians(inputs.samples), on=ATTEMPT, how="left")
         .join(better, on="campaign_id")
         .with_columns([pl.col(c).fill_null(0) for c in COUNT_COLUMNS])
         .pipe(verdicts.median_facts, pl.col("metric_better"))
+    )
+    frames = quantities.pair_frames(inputs)
+    fractions = fraction.explained_fractions(inputs, frames)
+    orders = order_effect.order_effects(inputs.attempts, inputs.samples, frames, inputs.campaigns)
+    facts = (
+        medians.join(fractions.lazy(), on=ATTEMPT, how="left")
+        .join(orders.lazy(), on=ATTEMPT, how="left")
         .select(FACT_COLUMNS)
         .collect()
     )
-    comps = quantities.comparisons(inputs)
+    comps = quantities.comparisons(inputs, frames)
     outs = explain.outcomes(inputs.expectations, comps.lazy()).collect()
     return _Facts(facts, comps, outs, facts.select(ATTEMPT))
 
@@ -409,9 +423,12 @@ def assess(
     write: bool = True,
     batch_size: int = DEFAULT_BATCH,
     engine: Engine | None = None,
+    compare: bool = True,
 ) -> AssessResult:
     """Assess campaigns (None: all). Stores results unless `write` is false or this is a what-if.
-    `engine` runs the batches (default: in this process); this process alone writes."""
+    `engine` runs the batches (default: in this process); this process alone writes.
+    `compare=False` with a what-if that recomputes intervals skips the frozen policy's pass
+    (`frozen` is then None: nothing to count changed verdicts against); calibrate uses it."""
     engine = engine or LocalEngine()
     ids = _campaign_ids(store, campaign_ids)
     changes = overrides(what_if or {})
@@ -426,12 +443,15 @@ def assess(
     previous = store.read("assessments", live)
     for name in ("samples", "breakdown", "counters", "expectations"):
         store.check_complete(name, live)  # a truncated input is noticed also when all is reused
-    got = _gather(store, campaigns, attempts, previous, batch_size, engine)
-    frozen = _assessments(attempts, got, campaigns)
-    result = {"assessments": frozen, "comparisons": got.comparisons, "outcomes": got.outcomes}
+    recompute = any(k in changes for k in INTERVAL_KEYS)
+    frozen: pl.DataFrame | None = None
+    if not (changes and recompute and not compare):
+        got = _gather(store, campaigns, attempts, previous, batch_size, engine)
+        frozen = _assessments(attempts, got, campaigns)
+        result = {"assessments": frozen, "comparisons": got.comparisons, "outcomes": got.outcomes}
     if changes:
         effective = _apply_policy(campaigns, changes)
-        if any(k in changes for k in INTERVAL_KEYS):
+        if recompute:
             got = _gather(store, effective, attempts, None, batch_size, engine)
         result = {
             "assessments": _assessments(attempts, got, effective),
@@ -440,7 +460,7 @@ def assess(
         }
     elif write:
         recomputed = set(got.computed["campaign_id"].to_list())
-        changed = _changed_campaigns(frozen, previous, recomputed, store)
+        changed = _changed_campaigns(result["assessments"], previous, recomputed, store)
         with store.transaction() as txn:
             _write(txn, ids, blocked, result, changed)
     return AssessResult(

@@ -1,19 +1,26 @@
-"""The calibration study of contract §7: the decision rules measured on simulated A/A and known-gain
-campaigns that go through the real ingest and assess.
+"""The calibration study: the decision rules, the interval methods, the explained fraction and
+the order-effect flag measured on simulated campaigns that go through the real assess.
 
-All three rules come from one assessment per campaign. The simulated policy is the median rule
-without the explanation gate; ``assess`` also reports, for every attempt, the paired rule's
-verdict (``paired_verdict``) and the explanation, whatever the policy. Under contract §6 the
-explanation gate only rewrites a PASS, and turns it into PASS exactly when the explanation is
-``explained``; so "paired + require_explanation" is PASS iff ``paired_verdict`` is PASS and
-``explanation`` is ``explained``. The other ways a verdict can differ do not occur here: every
-simulated attempt is ``completed`` and no campaign has an integrity error (both are checked).
-tests/test_calibrate.py checks the equivalence against assess's own ``--what-if`` run.
+For every noise family and repetition count, three campaigns are simulated (``aa``: identical
+sides; ``gain``: the candidate's attention and dram_bytes x gain_factor, the declared
+mechanism; ``elsewhere``: the same saving in mlp, which the mechanism does not declare) and
+written to a temporary store as the tables ``ingest`` makes of the simulated files (built from
+the draws directly; tests/test_calibrate.py checks they are equal to ingest's). Each campaign
+is assessed once per interval method: under its frozen policy (``percentile``) and with
+``--what-if interval=...`` for the two others (only where an interval exists and it matters:
+the ``elsewhere`` campaigns and counts under ``min_pairs`` are assessed once).
 
-Coverage is the share of A/A attempts whose metric interval contains the true ratio 1
-(``low <= 1 <= high``: direction ``none``). Under ``min_pairs`` assess reports no interval; there
-the interval is computed for the record with ``pipeline.bootstrap.paired_intervals`` on the stored
-metric log-ratios, with the policy's seed, resamples and confidence.
+All the rules come from those assessments. The simulated policy is the median rule without the
+explanation gate; ``assess`` also reports, whatever the policy, the paired rule's verdict
+(``paired_verdict``) and the explanation. The gate only rewrites a PASS, into PASS exactly when
+the explanation is ``explained``; so "paired + require_explanation" is PASS iff
+``paired_verdict`` is PASS and ``explanation`` is ``explained`` (every simulated attempt is
+``completed`` and no campaign is blocked: both are checked). tests/test_calibrate.py checks the
+equivalence against assess's own ``--what-if``.
+
+Coverage is the share of A/A attempts whose metric interval contains the true ratio 1. Under
+``min_pairs`` assess reports no interval; there it is computed for the record with
+``pipeline.intervals.method_intervals`` on the stored metric log-ratios.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import shutil
+import math
 import sys
 import tempfile
 import textwrap
@@ -35,57 +42,62 @@ import polars as pl
 from tqdm import tqdm
 
 from pipeline.assess import assess
-from pipeline.bootstrap import paired_intervals
-from pipeline.errors import ExitCode, ExplainError
-from pipeline.ingest import ingest
+from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.intervals import METHODS, Method, method_intervals
 from pipeline.simulate import (
-    DEFAULT_ATTEMPTS,
+    ALL_SCENARIOS,
     DEFAULT_REPETITIONS,
-    SCENARIOS,
+    NOISES,
     Model,
+    Noise,
     Scenario,
+    campaign_id,
+    campaign_tables,
     check_plan,
-    write_simulated_campaign,
 )
 from pipeline.store import Store
 
 Format = Literal["table", "json", "csv"]
-CoverageSource = Literal["assess", "bootstrap"]
+CoverageSource = Literal["assess", "intervals"]
+DEFAULT_ATTEMPTS = 2000
 
-# Per campaign: counts of attempts, read from one assessment.
-_COUNTS = [
-    "attempts", "median_pass", "paired_pass", "paired_explained_pass", "explained", "covered"
-]
+# Per campaign and method: counts of attempts, and sums for the means, from one assessment.
+_COUNTS = ["attempts", "median_pass", "paired_pass", "paired_explained_pass", "explained",
+           "covered", "fractions", "fraction_sum", "log_estimate_sum", "order_flagged"]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The study's result: one row per repetition count (see ``COLUMNS``)."""
+    """The study's result: one row per (noise, repetition count, method); see ``COLUMNS``."""
 
     seed: int
     attempts: int
     repetitions: tuple[int, ...]
+    noises: tuple[Noise, ...]
     model: Model
     rows: pl.DataFrame
 
 
-# Column -> (scenario, count) it is the rate of.
+# Column -> (scenario, count) it is the rate of (count / attempts).
 RATES: dict[str, tuple[Scenario, str]] = {
     "aa_median_false_pass": ("aa", "median_pass"),
     "aa_paired_false_pass": ("aa", "paired_pass"),
     "aa_paired_explained_false_pass": ("aa", "paired_explained_pass"),
     "aa_coverage": ("aa", "covered"),
     "aa_false_explained": ("aa", "explained"),
+    "aa_order_flagged": ("aa", "order_flagged"),
     "gain_median_pass": ("gain", "median_pass"),
     "gain_paired_pass": ("gain", "paired_pass"),
     "gain_paired_explained_pass": ("gain", "paired_explained_pass"),
     "gain_explained": ("gain", "explained"),
 }
-COLUMNS = ["repetitions", "attempts", "seed", *RATES, "aa_coverage_source"]
+MEANS = ["aa_estimate_bias_pct", "gain_fraction_mean", "elsewhere_fraction_mean"]
+COLUMNS = ["noise", "repetitions", "method", "attempts", "seed", *RATES, *MEANS,
+           "aa_coverage_source"]  # fmt: skip
 
 
 class CalibrationError(ExplainError):
-    """The simulated data did not go through ingest/assess cleanly: a bug, not a user error."""
+    """The simulated data did not go through assess cleanly: a bug, not a user error."""
 
     exit_code = ExitCode.INTERNAL
 
@@ -95,74 +107,99 @@ def calibrate(
     attempts: int = DEFAULT_ATTEMPTS,
     seed: int = 0,
     repetitions: Sequence[int] = DEFAULT_REPETITIONS,
+    noises: Sequence[Noise] = NOISES,
     model: Model | None = None,
     progress: bool | None = None,
 ) -> Calibration:
-    """Simulate, ingest and assess both scenarios for every repetition count, in a temporary
-    folder, and count verdicts. ``progress=None``: a bar on stderr when it is a terminal."""
+    """Simulate and assess every (noise, repetition count, scenario) in a temporary store and
+    count, per interval method. ``progress=None``: a bar on stderr when it is a terminal."""
     model = model or Model()
     model.check()
-    check_plan(SCENARIOS, repetitions, attempts, seed)
-    plan = [(scenario, reps) for reps in repetitions for scenario in SCENARIOS]
+    check_plan(ALL_SCENARIOS, repetitions, attempts, seed)
+    if not noises or any(n not in NOISES for n in noises) or len(set(noises)) != len(noises):
+        raise UsageError(f"--noise: distinct values among {', '.join(NOISES)}, got {list(noises)}")
+    plan = pl.DataFrame(
+        [(campaign_id(s, r, n), n, r, s)
+         for n in noises for r in repetitions for s in ALL_SCENARIOS],  # fmt: skip
+        schema=["campaign_id", "noise", "repetitions", "scenario"],
+        orient="row",
+    )
     show = sys.stderr.isatty() if progress is None else progress
-    tallies = []
     with (
         tempfile.TemporaryDirectory(prefix="explain-calibrate-") as tmp,
-        tqdm(total=len(plan), disable=not show, file=sys.stderr, desc="calibrate") as bar,
-    ):
+        tqdm(total=plan.height + len(METHODS), disable=not show, file=sys.stderr,
+             desc="calibrate") as bar,
+    ):  # fmt: skip
         store = Store(Path(tmp) / "store")
-        for scenario, reps in plan:
-            bar.set_postfix_str(f"{scenario} x{reps}")
-            tallies.append(_run_campaign(Path(tmp) / "attempts", store, scenario, reps,
-                                         attempts=attempts, seed=seed, model=model))
+        for cid, noise, reps, scenario in plan.iter_rows():
+            bar.set_postfix_str(cid)
+            _write(store, cid, campaign_tables(scenario, reps, attempts=attempts, seed=seed,
+                                               model=model, noise=noise, order="balanced"))
             bar.update()
-    rows = _rates(pl.DataFrame(tallies), attempts=attempts, seed=seed)
-    return Calibration(seed, attempts, tuple(repetitions), model, rows)
+        tallies = []
+        for method in METHODS:
+            bar.set_postfix_str(method)
+            tallies.append(_tally(store, plan, method, model, attempts))
+            bar.update()
+        rows = _rates(pl.concat(tallies), plan, attempts=attempts, seed=seed)
+        rows = fill_coverage_for_the_record(rows, store, plan, model, attempts)
+    return Calibration(seed, attempts, tuple(repetitions), tuple(noises), model, rows)
 
 
-def _run_campaign(
-    root: Path, store: Store, scenario: Scenario, reps: int, *, attempts: int, seed: int,
-    model: Model,
-) -> dict[str, object]:
-    campaign = write_simulated_campaign(
-        root, scenario, reps, attempts=attempts, seed=seed, model=model
-    )
-    report = ingest(campaign.path, store)
-    if report.issues or report.exit_code != ExitCode.OK:
-        first = report.issues[0] if report.issues else "an attempt was rejected"
-        raise CalibrationError(f"simulated campaign {campaign.campaign_id} rejected: {first}")
-    shutil.rmtree(campaign.path)  # in the store now; keeps the temporary folder small
-    result = assess(store, [campaign.campaign_id], write=False)
+def _write(store: Store, cid: str, tables: dict[str, pl.DataFrame]) -> None:
+    with store.transaction() as txn:
+        for name, frame in tables.items():
+            txn.put(name, cid, frame)
+
+
+def _tally(
+    store: Store, plan: pl.DataFrame, method: Method, model: Model, attempts: int
+) -> pl.DataFrame:
+    """Counts per campaign under one interval method. The percentile method (the frozen policy)
+    assesses every campaign; the others only the A/A and gain campaigns with an interval."""
+    wanted = plan
+    what_if = None
+    if method != "percentile":
+        wanted = plan.filter(
+            (pl.col("scenario") != "elsewhere") & (pl.col("repetitions") >= model.min_pairs)
+        )
+        what_if = {"interval": method}
+    ids = wanted["campaign_id"].to_list()
+    if not ids:
+        return pl.DataFrame(schema={"campaign_id": pl.String, "method": pl.String,
+                                    **{c: pl.Float64 for c in _COUNTS}})  # fmt: skip
+    result = assess(store, ids, write=False, what_if=what_if, compare=False)
     if result.blocked.height or result.exit_code != ExitCode.OK:
-        raise CalibrationError(f"simulated campaign {campaign.campaign_id} blocked by integrity")
+        raise CalibrationError(f"simulated campaigns blocked by integrity: {ids}")
     counts = count_rules(result.assessments)
-    if counts["attempts"] != attempts:
-        raise CalibrationError(f"{campaign.campaign_id}: {counts['attempts']} assessments")
-    source: CoverageSource = "assess"
-    if reps < model.min_pairs:
-        source = "bootstrap"
-        counts["covered"] = _bootstrap_covered(store, campaign.campaign_id, model)
-    return {"scenario": scenario, "repetitions": reps, **counts, "coverage_source": source}
+    if (counts["attempts"] != attempts).any():
+        raise CalibrationError(f"a simulated campaign does not have {attempts} assessments")
+    return counts.with_columns(pl.lit(method).alias("method"))
 
 
-def count_rules(assessments: pl.DataFrame) -> dict[str, int]:
-    """Counts over one campaign's assessments: PASS under each rule, explained, and intervals
-    that contain 1 (assess gives no interval under min_pairs: those count as not covered)."""
+def count_rules(assessments: pl.DataFrame) -> pl.DataFrame:
+    """Counts per campaign: PASS under each rule, explained, intervals that contain 1 (assess
+    gives no interval under min_pairs: those count as not covered), and the sums behind the
+    mean explained fraction and the mean log paired estimate."""
     paired_pass = pl.col("paired_verdict") == "PASS"
     explained = pl.col("explanation") == "explained"
-    frame = assessments.select(
+    fraction = pl.col("explained_fraction")
+    frame = assessments.group_by("campaign_id", maintain_order=True).agg(
         attempts=pl.len(),
         median_pass=(pl.col("median_verdict") == "PASS").sum(),
         paired_pass=paired_pass.sum(),
         paired_explained_pass=(paired_pass & explained).sum(),
         explained=explained.sum(),
         covered=((pl.col("paired_low") <= 1) & (pl.col("paired_high") >= 1)).sum(),
+        fractions=fraction.is_not_null().sum(),
+        fraction_sum=fraction.sort().sum(),
+        log_estimate_sum=pl.col("paired_estimate").log().sort().sum(),
+        order_flagged=pl.col("order_bias").fill_null(False).sum(),
         not_completed=(pl.col("status") != "completed").sum(),
     )
-    counts = {name: int(value) for name, value in frame.row(0, named=True).items()}
-    if counts.pop("not_completed"):
+    if frame["not_completed"].sum():
         raise CalibrationError("a simulated attempt is not completed")
-    return counts
+    return frame.drop("not_completed").with_columns(pl.col(_COUNTS).cast(pl.Float64))
 
 
 def metric_log_ratios(samples: pl.DataFrame) -> np.ndarray:
@@ -180,30 +217,86 @@ def metric_log_ratios(samples: pl.DataFrame) -> np.ndarray:
     return wide["x"].to_numpy().reshape(per_attempt.len(), per_attempt[0]).T
 
 
-def _bootstrap_covered(store: Store, campaign_id: str, model: Model) -> int:
-    x = metric_log_ratios(store.read("samples", [campaign_id]))
-    intervals = paired_intervals(
-        x, resamples=model.resamples, seed=model.policy_seed, confidence=model.confidence
+def covered_for_the_record(store: Store, cid: str, method: Method, model: Model) -> int:
+    """A/A attempts whose metric interval by ``method`` contains 1, computed from the stored
+    samples where assess gives no interval (fewer than min_pairs pairs)."""
+    x = metric_log_ratios(store.read("samples", [cid]))
+    if x.shape[0] < 2 and method != "percentile":
+        return 0  # one pair has no spread: no t or expanded interval
+    got = method_intervals(x, method, resamples=model.resamples, seed=model.policy_seed,
+                           confidence=model.confidence)  # fmt: skip
+    return int(np.sum((got.low <= 1) & (got.high >= 1)))
+
+
+def _rates(
+    tallies: pl.DataFrame, plan: pl.DataFrame, *, attempts: int, seed: int
+) -> pl.DataFrame:
+    """One row per (noise, repetitions, method). Counts that do not depend on the method (the
+    median rule, the explained fraction, and everything where no interval exists) come from
+    the percentile pass."""
+    base = tallies.filter(pl.col("method") == "percentile").drop("method")
+    methods = pl.DataFrame({"method": list(METHODS)})
+    full = (
+        plan.join(methods, how="cross")
+        .join(base, on="campaign_id", how="left")
+        .join(tallies, on=["campaign_id", "method"], how="left", suffix="_m")
     )
-    return int(np.sum((intervals.low <= 1) & (intervals.high >= 1)))
+    by_method = ["paired_pass", "paired_explained_pass", "explained", "covered",
+                 "log_estimate_sum"]  # fmt: skip
+    full = full.with_columns(
+        [pl.coalesce(f"{c}_m", c).alias(c) for c in by_method]
+    ).select("noise", "repetitions", "method", "scenario", *_COUNTS)
 
-
-def _rates(tallies: pl.DataFrame, *, attempts: int, seed: int) -> pl.DataFrame:
-    """One row per repetition count: every rate of RATES, from the per-campaign counts."""
-    def count(scenario: str, name: str) -> pl.Expr:
+    def pick(scenario: str, name: str) -> pl.Expr:
         return pl.col(name).filter(pl.col("scenario") == scenario).first()
 
-    source = pl.col("coverage_source").filter(pl.col("scenario") == "aa").first()
+    def mean_fraction(scenario: str) -> pl.Expr:
+        """Over the attempts that have a fraction; null when none has."""
+        count = pick(scenario, "fractions")
+        return pl.when(count > 0).then(pick(scenario, "fraction_sum") / count)
+
     return (
-        tallies.group_by("repetitions", maintain_order=True)
+        full.group_by("noise", "repetitions", "method", maintain_order=True)
         .agg(
-            *(
-                (count(scenario, name) / attempts).alias(column)
-                for column, (scenario, name) in RATES.items()
+            *((pick(s, n) / attempts).alias(column) for column, (s, n) in RATES.items()),
+            ((pick("aa", "log_estimate_sum") / attempts).exp() * 100 - 100).alias(
+                "aa_estimate_bias_pct"
             ),
-            source.alias("aa_coverage_source"),
+            mean_fraction("gain").alias("gain_fraction_mean"),
+            mean_fraction("elsewhere").alias("elsewhere_fraction_mean"),
         )
-        .with_columns(attempts=pl.lit(attempts), seed=pl.lit(seed))
+        .with_columns(
+            attempts=pl.lit(attempts),
+            seed=pl.lit(seed),
+            aa_coverage_source=pl.lit("assess"),
+        )
+        .select(COLUMNS)
+    )
+
+
+def fill_coverage_for_the_record(
+    rows: pl.DataFrame, store: Store, plan: pl.DataFrame, model: Model, attempts: int
+) -> pl.DataFrame:
+    """Rows under min_pairs: coverage of each method computed from the samples."""
+    short = plan.filter((pl.col("scenario") == "aa") & (pl.col("repetitions") < model.min_pairs))
+    fixes = [
+        {"noise": n, "repetitions": r, "method": m,
+         "covered": covered_for_the_record(store, cid, m, model) / attempts}
+        for cid, n, r, _ in short.iter_rows() for m in METHODS
+    ]  # fmt: skip
+    if not fixes:
+        return rows
+    fixed = pl.DataFrame(fixes, schema={"noise": pl.String, "repetitions": pl.Int64,
+                                        "method": pl.String, "covered": pl.Float64})  # fmt: skip
+    return (
+        rows.join(fixed, on=["noise", "repetitions", "method"], how="left")
+        .with_columns(
+            pl.coalesce("covered", "aa_coverage").alias("aa_coverage"),
+            pl.when(pl.col("covered").is_not_null())
+            .then(pl.lit("intervals"))
+            .otherwise(pl.col("aa_coverage_source"))
+            .alias("aa_coverage_source"),
+        )
         .select(COLUMNS)
     )
 
@@ -219,14 +312,18 @@ def render(result: Calibration, fmt: Format | str) -> str:
     return _table(result)
 
 
+def _rounded(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.with_columns(pl.col([*RATES, *MEANS]).round(4))
+
+
 def _json(result: Calibration) -> str:
-    rows = result.rows.with_columns(pl.col(list(RATES)).round(4))
     document = {
         "seed": result.seed,
         "attempts": result.attempts,
         "repetitions": list(result.repetitions),
+        "noises": list(result.noises),
         "model": dataclasses.asdict(result.model),
-        "rows": rows.to_dicts(),
+        "rows": _rounded(result.rows).to_dicts(),
     }
     return json.dumps(document, indent=2) + "\n"
 
@@ -237,55 +334,78 @@ def _csv(result: Calibration) -> str:
     return buffer.getvalue()
 
 
-def _pct(rate: float) -> str:
-    return f"{100 * rate:.1f}%"
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None or math.isnan(rate) else f"{100 * rate:.1f}%"
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "-" if value is None or math.isnan(value) else format(value, spec)
+
+
+_NOISE_TITLE = {
+    "lognormal": "log-normal noise (the model as specified)",
+    "t3": "Student-t noise, 3 degrees of freedom, scaled to the same sigma",
+    "outliers": "log-normal noise plus slow outlier runs",
+}
+_HEAD = (
+    f"{'reps':>4}  {'method':<19}  {'coverage':>8}  {'aa PASS':>7}  {'aa+expl':>7}  "
+    f"{'aa expl':>7}  {'bias':>6}  {'order':>6}  {'gain PASS':>9}  {'gain+expl':>9}  "
+    f"{'gain expl':>9}  {'frac gain':>9}  {'frac else':>9}"
+)
+
+
+def _line(row: dict) -> str:
+    mark = "*" if row["aa_coverage_source"] == "intervals" else " "
+    return (
+        f"{row['repetitions']:>4}  {row['method']:<19}  {_pct(row['aa_coverage']) + mark:>8}  "
+        f"{_pct(row['aa_paired_false_pass']):>7}  "
+        f"{_pct(row['aa_paired_explained_false_pass']):>7}  "
+        f"{_pct(row['aa_false_explained']):>7}  {_num(row['aa_estimate_bias_pct'], '+.2f'):>5}%  "
+        f"{_pct(row['aa_order_flagged']):>6}  "
+        f"{_pct(row['gain_paired_pass']):>9}  {_pct(row['gain_paired_explained_pass']):>9}  "
+        f"{_pct(row['gain_explained']):>9}  {_num(row['gain_fraction_mean'], '.3f'):>9}  "
+        f"{_num(row['elsewhere_fraction_mean'], '.3f'):>9}"
+    )
 
 
 def _table(result: Calibration) -> str:
     m = result.model
-    level = f"{100 * m.confidence:g}%"
     lines = [
-        f"calibrate: seed {result.seed}, {result.attempts} attempts per scenario and repetition "
-        "count",
+        f"calibrate: seed {result.seed}, {result.attempts} attempts per scenario, noise and "
+        "repetition count",
         f"policy: min_improvement_pct {m.min_improvement_pct:g}, confidence {m.confidence:g}, "
         f"resamples {m.resamples}, seed {m.policy_seed}, min_pairs {m.min_pairs}",
-        "",
-        "A/A (identical sides; every PASS is false)",
-        f"{'reps':>4}  {'median PASS':>11}  {'paired PASS':>11}  {'paired+expl PASS':>16}  "
-        f"{level + ' coverage':>13}  {'explained':>9}",
     ]
     footnote = False
-    for row in result.rows.iter_rows(named=True):
-        mark = "*" if row["aa_coverage_source"] == "bootstrap" else " "
-        footnote = footnote or mark == "*"
-        lines.append(
-            f"{row['repetitions']:>4}  {_pct(row['aa_median_false_pass']):>11}  "
-            f"{_pct(row['aa_paired_false_pass']):>11}  "
-            f"{_pct(row['aa_paired_explained_false_pass']):>16}  "
-            f"{_pct(row['aa_coverage']) + mark:>13}  {_pct(row['aa_false_explained']):>9}"
-        )
-    lines += [
-        "",
-        f"gain (candidate attention and dram_bytes x{m.gain_factor:g})",
-        f"{'reps':>4}  {'median PASS':>11}  {'paired PASS':>11}  {'paired+expl PASS':>16}  "
-        f"{'explained':>9}",
-    ]
-    lines += [
-        f"{row['repetitions']:>4}  {_pct(row['gain_median_pass']):>11}  "
-        f"{_pct(row['gain_paired_pass']):>11}  {_pct(row['gain_paired_explained_pass']):>16}  "
-        f"{_pct(row['gain_explained']):>9}"
-        for row in result.rows.iter_rows(named=True)
-    ]
+    for noise in result.noises:
+        rows = result.rows.filter(pl.col("noise") == noise)
+        lines += ["", _NOISE_TITLE[noise], "median rule: " + ", ".join(
+            f"{r['repetitions']} reps A/A PASS {_pct(r['aa_median_false_pass'])} "
+            f"gain PASS {_pct(r['gain_median_pass'])}"
+            for r in rows.filter(pl.col("method") == "percentile").iter_rows(named=True)
+        ), _HEAD]  # fmt: skip
+        for row in rows.iter_rows(named=True):
+            footnote = footnote or row["aa_coverage_source"] == "intervals"
+            lines.append(_line(row))
+    lines += [""] + textwrap.wrap(
+        "columns: coverage = A/A attempts whose metric interval contains 1; aa PASS, aa+expl = "
+        "A/A false PASS of the paired rule, and with require_explanation; aa expl = A/A false "
+        "explained; bias = the A/A paired estimate's geometric mean - 1; order = A/A attempts "
+        "flagged order_bias; gain PASS, gain+expl, "
+        "gain expl = the same in the gain scenario; frac gain, frac else = mean explained "
+        "fraction when the gain is in the declared region (attention) and when it is in mlp.",
+        width=100,
+        subsequent_indent="  ",
+    )
     if footnote:
-        lines += [""] + textwrap.wrap(
-            f"* fewer than min_pairs ({m.min_pairs}) pairs: assess reports no interval (and every "
-            "comparison is unverifiable, so nothing is explained); this coverage is computed for "
-            "the record with pipeline.bootstrap on the metric log-ratios, with the policy's seed "
-            "and resamples.",
+        lines += textwrap.wrap(
+            f"* fewer than min_pairs ({m.min_pairs}) pairs: assess reports no interval (and "
+            "every comparison is unverifiable, so nothing is explained); this coverage is "
+            "computed for the record with pipeline.intervals on the metric log-ratios.",
             width=100,
             subsequent_indent="  ",
         )
-    lines += [""] + textwrap.wrap("model: " + _model_line(m), width=100, subsequent_indent="  ")
+    lines += textwrap.wrap("model: " + _model_line(m), width=100, subsequent_indent="  ")
     return "\n".join(lines) + "\n"
 
 
@@ -293,7 +413,10 @@ def _model_line(m: Model) -> str:
     return (
         f"{m.steps} steps x {m.step_seconds:g} s; shares attention {m.share_attention:g}, "
         f"mlp {m.share_mlp:g}, sampling {m.share_sampling:g}, comm {m.share_comm:g}; "
-        f"log-normal sigma rep {m.sigma_rep:g}, run {m.sigma_run:g}, cell {m.sigma_cell:g}; "
+        f"sigma rep {m.sigma_rep:g}, run {m.sigma_run:g}, cell {m.sigma_cell:g}; "
         f"kernel_launches {m.launches_per_step}/step; dram_bytes {m.dram_bytes_per_step:g}/step "
-        f"sigma {m.sigma_dram:g}; gain x{m.gain_factor:g}"
+        f"sigma {m.sigma_dram:g}; gain x{m.gain_factor:g} (elsewhere: mlp "
+        f"x{m.elsewhere_factor:.4g}); outliers {m.outlier_rate:g} of runs "
+        f"+{100 * m.outlier_slowdown:g}%; position effect {m.position_effect_pct:g}% on the "
+        "second run of a repetition, order balanced"
     )

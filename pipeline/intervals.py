@@ -25,6 +25,7 @@ import numpy.typing as npt
 from pipeline.bootstrap import paired_intervals
 
 Method = Literal["percentile", "expanded_percentile", "student_t"]
+METHODS: tuple[Method, ...] = ("percentile", "expanded_percentile", "student_t")
 FloatArray = npt.NDArray[np.float64]
 
 

@@ -307,10 +307,13 @@ def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
 @dataclass(frozen=True)
 class PairFrames:
     """`quantities`: one row per (attempt, quantity, name) that exists, even with no pair.
-    `pairs`: one row per pair of each quantity with its log-ratio `x` and an optional `flag`."""
+    `pairs`: one row per pair of each quantity with its log-ratio `x` and an optional `flag`.
+    `regions`: the region and region_normalized pairs with both sides' values `b`, `c` and the
+    flag (the explained fraction reads them)."""
 
     quantities: pl.DataFrame
     pairs: pl.DataFrame
+    regions: pl.DataFrame
 
 
 def pair_frames(inputs: Inputs) -> PairFrames:
@@ -356,11 +359,16 @@ def pair_frames(inputs: Inputs) -> PairFrames:
     share_names = with_refs.with_columns(pl.lit(SHARE_NAME).alias("name"))
 
     columns = [pl.col(c).cast(t) for c, t in _PAIR_SCHEMA.items()]
+    regions = pl.concat(
+        [
+            _paired(pk, region_names, region_run, "region").select(columns),
+            _normalized(bd, steps, pk, normalized_names).select(columns),
+        ]
+    )
     raw = pl.concat(
         [
             _paired(pk, metric_names, metric_run, "metric").select(columns),
-            _paired(pk, region_names, region_run, "region").select(columns),
-            _normalized(bd, steps, pk, normalized_names).select(columns),
+            regions,
             _share(steps, pk.join(with_refs, on=ATTEMPT, how="semi")).select(columns),
             _paired(pk, counter_names, counter_run, "counter").select(columns),
         ]
@@ -377,10 +385,10 @@ def pair_frames(inputs: Inputs) -> PairFrames:
             )
         ]
     )
-    q_frame, p_frame = pl.collect_all(
-        [quantities, log_ratios(raw, inputs.campaigns)], engine=_ENGINE
+    q_frame, p_frame, r_frame = pl.collect_all(
+        [quantities, log_ratios(raw, inputs.campaigns), regions], engine=_ENGINE
     )
-    return PairFrames(quantities=q_frame, pairs=p_frame)
+    return PairFrames(quantities=q_frame, pairs=p_frame, regions=r_frame)
 
 
 def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
@@ -510,9 +518,10 @@ def _direction() -> pl.Expr:
     )
 
 
-def comparisons(inputs: Inputs) -> pl.DataFrame:
-    """Rows of table `comparisons` for every attempt of `inputs` (contract §4)."""
-    frames = pair_frames(inputs)
+def comparisons(inputs: Inputs, frames: PairFrames | None = None) -> pl.DataFrame:
+    """Rows of table `comparisons` for every attempt of `inputs` (contract §4); `frames`: their
+    pair_frames when already computed."""
+    frames = frames or pair_frames(inputs)
     summary = summarize(frames, inputs.campaigns)
     bounds = intervals(summary, frames.pairs.lazy())
     return (

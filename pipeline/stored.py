@@ -15,6 +15,32 @@ def _dump(document: Mapping[str, Any]) -> bytes:
     return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+def campaign_bytes(
+    campaign_id: str,
+    *,
+    created_at: str,
+    metric: Mapping[str, str],
+    policy: Mapping[str, Any],
+    kind: str = "project",
+) -> bytes:
+    """The bytes of campaign.json, with the digest of its canonical policy."""
+    document = {
+        "schema": "explain-pipeline/campaign/v1",
+        "campaign_id": campaign_id,
+        "kind": kind,
+        "created_at": created_at,
+        "metric": dict(metric),
+        "policy": dict(policy),
+        "policy_sha256": policy_sha256(dict(policy)),
+    }
+    return _dump(document)
+
+
+def mechanism_bytes(mechanism: Mapping[str, Any]) -> bytes:
+    """The bytes of mechanism.json."""
+    return _dump({"schema": "explain-pipeline/mechanism/v1", **mechanism})
+
+
 def write_campaign(
     root: Path,
     campaign_id: str,
@@ -27,16 +53,9 @@ def write_campaign(
     """Write ``<root>/<campaign_id>/campaign.json`` with the digest of its canonical policy."""
     folder = root / campaign_id
     folder.mkdir(parents=True, exist_ok=True)
-    document = {
-        "schema": "explain-pipeline/campaign/v1",
-        "campaign_id": campaign_id,
-        "kind": kind,
-        "created_at": created_at,
-        "metric": dict(metric),
-        "policy": dict(policy),
-        "policy_sha256": policy_sha256(dict(policy)),
-    }
-    (folder / "campaign.json").write_bytes(_dump(document))
+    body = campaign_bytes(campaign_id, created_at=created_at, metric=metric, policy=policy,
+                          kind=kind)  # fmt: skip
+    (folder / "campaign.json").write_bytes(body)
     return folder
 
 
@@ -54,7 +73,7 @@ def write_attempt(
     folder.mkdir(parents=True, exist_ok=True)
     document = {"schema": "explain-pipeline/attempt/v1", **attempt}
     if mechanism is not None:
-        body = _dump({"schema": "explain-pipeline/mechanism/v1", **mechanism})
+        body = mechanism_bytes(mechanism)
         (folder / "mechanism.json").write_bytes(body)
         document["mechanism_sha256"] = hashlib.sha256(body).hexdigest()
     (folder / "attempt.json").write_bytes(_dump(document))

@@ -112,7 +112,8 @@ def tables(
         for line, r in enumerate(a.runs, start=1):
             run_key = {**key, "side": r["side"], "repetition": r["repetition"]}
             rows["samples"].append(
-                {**run_key, "status": r["status"], "metric": r["metric"], "line": line}
+                {**run_key, "status": r["status"], "metric": r["metric"], "line": line,
+                 "order": r.get("order")}  # fmt: skip
             )
             for step, regions in r["breakdown"].items():
                 for region, seconds in regions.items():

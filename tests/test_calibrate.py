@@ -1,9 +1,11 @@
-"""The calibration study: the contract §7 shape, agreement with a plain reference implementation of
-the rules, the one-assessment shortcut against assess's own what-if, and byte-identical output."""
+"""The calibration study: the expected shape, agreement with a plain reference implementation of
+the rules, the one-assessment shortcut against assess's own what-if, the tables it builds against
+ingest's, and byte-identical output (the small run in docs/calibration.md, regenerated)."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -14,25 +16,37 @@ from pipeline.assess import assess
 from pipeline.calibrate import Calibration, calibrate, count_rules, metric_log_ratios, render
 from pipeline.cli import main
 from pipeline.ingest import ingest
-from pipeline.simulate import Model, Scenario, campaign_generator, draw_runs, simulate
+from pipeline.simulate import (
+    Model,
+    Scenario,
+    campaign_generator,
+    campaign_tables,
+    draw_runs,
+    simulate,
+    write_simulated_campaign,
+)
 from pipeline.store import Store
 
 FAST = Model(resamples=1000)
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def study() -> Calibration:
-    return calibrate(attempts=200, seed=5, repetitions=(3, 10), model=FAST, progress=False)
+    return calibrate(attempts=200, seed=5, repetitions=(3, 10), noises=("lognormal",),
+                     model=FAST, progress=False)  # fmt: skip
 
 
-def _row(result: Calibration, reps: int) -> dict:
-    return result.rows.filter(pl.col("repetitions") == reps).row(0, named=True)
+def _row(result: Calibration, reps: int, method: str = "percentile") -> dict:
+    return result.rows.filter(
+        (pl.col("repetitions") == reps) & (pl.col("method") == method)
+    ).row(0, named=True)
 
 
-def test_shape_of_spec_7(study: Calibration) -> None:
+def test_expected_shape(study: Calibration) -> None:
     r3, r10 = _row(study, 3), _row(study, 10)
-    # The median rule's false PASS is large at 3 repetitions (contract §7: about 40%); the paired
-    # rule gives no interval at 3 pairs and few false PASS at 10.
+    # The median rule's false PASS is large at 3 repetitions (about 40%); the paired rule
+    # gives no interval at 3 pairs and few false PASS at 10.
     assert 0.25 < r3["aa_median_false_pass"] < 0.55
     assert r3["aa_paired_false_pass"] == 0.0
     assert r3["aa_median_false_pass"] > r3["aa_paired_false_pass"] + 0.2
@@ -41,10 +55,32 @@ def test_shape_of_spec_7(study: Calibration) -> None:
     assert r10["gain_explained"] > 0.9
     assert r10["aa_false_explained"] < 0.05
     assert r3["gain_explained"] == 0.0  # 3 pairs: every comparison is too_few_pairs
-    # The nominal 95% interval under-covers, much more so at 3 pairs (contract §8: about 75%).
+    # The nominal 95% percentile interval under-covers, much more so at 3 pairs (about 75%).
     assert 0.6 < r3["aa_coverage"] < r10["aa_coverage"] - 0.05
     assert 0.82 < r10["aa_coverage"] < 0.99
-    assert [r3["aa_coverage_source"], r10["aa_coverage_source"]] == ["bootstrap", "assess"]
+    assert [r3["aa_coverage_source"], r10["aa_coverage_source"]] == ["intervals", "assess"]
+    # Student t is exact under log-normal noise; expanded percentile lies in between.
+    t10, e10 = _row(study, 10, "student_t"), _row(study, 10, "expanded_percentile")
+    assert r10["aa_coverage"] < e10["aa_coverage"] and t10["aa_coverage"] > 0.9
+    assert _row(study, 3, "student_t")["aa_coverage"] > 0.88
+    # The explained fraction: about 1 when the gain is where declared, about 0 when elsewhere.
+    assert abs(r10["gain_fraction_mean"] - 1) < 0.1
+    assert abs(r10["elsewhere_fraction_mean"]) < 0.1
+    assert r3["gain_fraction_mean"] is None  # fewer than min_pairs: no fraction
+    # No position effect: the order is flagged about as often as the 5% error rate allows.
+    assert r10["aa_order_flagged"] < 0.1
+    # Method-independent columns are the same in every method's row.
+    for column in ("aa_median_false_pass", "gain_fraction_mean", "aa_order_flagged"):
+        assert t10[column] == e10[column] == r10[column]
+
+
+def test_position_effect_is_flagged_and_balanced_away() -> None:
+    model = Model(resamples=300, position_effect_pct=3)
+    result = calibrate(attempts=150, seed=2, repetitions=(20,), noises=("lognormal",),
+                       model=model, progress=False)  # fmt: skip
+    row = _row(result, 20)
+    assert row["aa_order_flagged"] > 0.7  # a power calculation gives about 85%
+    assert abs(row["aa_estimate_bias_pct"]) < 0.2  # an even pair count cancels it
 
 
 # -- a plain reference implementation of contract §4.2, §5 and §6 for this model ---------------
@@ -95,8 +131,9 @@ def test_assess_counts_match_the_reference(
              model=model)
     store = Store(tmp_path / "store")
     ingest(tmp_path / "in", store)
-    got = count_rules(assess(store, write=False).assessments)
-    assert got == _reference_counts(scenario, reps, 60, 2, model)
+    got = count_rules(assess(store, write=False).assessments).row(0, named=True)
+    expected = _reference_counts(scenario, reps, 60, 2, model)
+    assert {k: got[k] for k in expected} == expected
 
 
 def test_coverage_by_bootstrap_equals_assess_where_both_exist(tmp_path: Path) -> None:
@@ -136,6 +173,26 @@ def test_one_assessment_gives_the_paired_plus_explanation_verdict(tmp_path: Path
     assert (paired_pass & ~shortcut).any()
 
 
+# -- the tables calibrate builds are ingest's tables -------------------------------------------
+
+def test_campaign_tables_equal_what_ingest_makes_of_the_files(tmp_path: Path) -> None:
+    model = Model(resamples=200, position_effect_pct=3)
+    options = {"attempts": 7, "seed": 3, "model": model, "noise": "outliers",
+               "order": "balanced"}  # fmt: skip
+    write_simulated_campaign(tmp_path / "in", "elsewhere", 5, **options)  # type: ignore[arg-type]
+    store = Store(tmp_path / "s")
+    ingest(tmp_path / "in", store)
+    built = campaign_tables("elsewhere", 5, **options)  # type: ignore[arg-type]
+    for name, frame in built.items():
+        stored = store.read(name)
+        key = [k for k in stored.columns if k in ("attempt_id", "side", "repetition", "step",
+                                                  "region", "counter", "position")]  # fmt: skip
+        # these two name the input files, which calibrate never writes
+        drop = [c for c in ("inputs_sha256", "source_dir") if c in stored.columns]
+        assert stored.drop(drop).sort(key).equals(frame.drop(drop).sort(key)), name
+    assert built["samples"]["order"].null_count() == 0
+
+
 # -- output --------------------------------------------------------------------------------------
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -147,7 +204,8 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return captured.out
 
 
-SMALL = ["calibrate", "--attempts", "12", "--repetitions", "3,5", "--resamples", "200"]
+SMALL = ["calibrate", "--attempts", "12", "--repetitions", "3,5", "--resamples", "200",
+         "--noise", "lognormal,outliers"]  # fmt: skip
 
 
 def test_same_seed_gives_byte_identical_output(capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,28 +215,53 @@ def test_same_seed_gives_byte_identical_output(capsys: pytest.CaptureFixture[str
     document, different = json.loads(first), json.loads(other)
     assert (document["seed"], document["attempts"]) == (1, 12)
     assert document["model"]["resamples"] == 200
-    assert [r["repetitions"] for r in document["rows"]] == [3, 5]
+    assert document["noises"] == ["lognormal", "outliers"]
+    assert [(r["noise"], r["repetitions"], r["method"]) for r in document["rows"]] == [
+        (n, r, m) for n in ("lognormal", "outliers") for r in (3, 5)
+        for m in ("percentile", "expanded_percentile", "student_t")
+    ]
     assert document["rows"] != different["rows"]
+
+
+def test_the_small_run_in_the_docs_is_reproduced_byte_for_byte(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (REPO / "docs" / "calibration.md").read_text(encoding="utf-8")
+    found = re.search(r"<!-- small-run -->\n```\nexplain-pipeline (calibrate[^\n]*)\n```\n\n"
+                      r"[^\n]*\n\n```\n(.*?)```", text, re.S)  # fmt: skip
+    assert found, "docs/calibration.md lost its small reproducible run"
+    argv, expected = found.group(1).split(), found.group(2)
+    assert _cli(argv, capsys) == expected
 
 
 def test_table_and_csv_render_the_same_rates(study: Calibration) -> None:
     table = render(study, "table")
     assert table == render(study, "table")
-    assert table.startswith("calibrate: seed 5, 200 attempts per scenario and repetition count")
+    assert table.startswith("calibrate: seed 5, 200 attempts per scenario, noise and repetition")
+    r10 = _row(study, 10, "student_t")
+    line = next(x for x in table.splitlines() if x.startswith("  10  student_t "))
+    assert line.split()[2] == f"{100 * r10['aa_coverage']:.1f}%"
     r3 = _row(study, 3)
-    expected = f"{100 * r3['aa_median_false_pass']:.1f}%"
-    aa_line = next(line for line in table.splitlines() if line.startswith("   3 "))
-    assert aa_line.split()[1] == expected
-    assert aa_line.split()[4].endswith("%*")  # coverage from the bootstrap, footnoted
+    assert next(x for x in table.splitlines() if x.startswith("   3  percentile ")).split()[2] == (
+        f"{100 * r3['aa_coverage']:.1f}%*"
+    )  # coverage computed for the record, footnoted
     csv = pl.read_csv(render(study, "csv").encode())
-    assert csv["repetitions"].to_list() == [3, 10]
-    assert csv["seed"].to_list() == [5, 5]
+    assert csv["repetitions"].to_list() == [3, 3, 3, 10, 10, 10]
+    assert csv["seed"].to_list() == [5] * 6
     assert csv["aa_median_false_pass"][0] == pytest.approx(r3["aa_median_false_pass"], abs=5e-5)
 
 
 def test_progress_bar_goes_to_stderr_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
-    result = calibrate(attempts=2, repetitions=(5,), model=Model(resamples=50), progress=True)
+    result = calibrate(attempts=2, repetitions=(5,), noises=("lognormal",),
+                       model=Model(resamples=50), progress=True)  # fmt: skip
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert "calibrate" in captured.err and "2/2" in captured.err
-    assert result.rows.height == 1
+    assert "calibrate" in captured.err and "6/6" in captured.err
+    assert result.rows.height == 3
+
+
+def test_bad_noise_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["calibrate", "--noise", "lognormal,gaussian"])
+    assert exit_info.value.code == 2
+    assert "expected distinct values among lognormal, t3, outliers" in capsys.readouterr().err

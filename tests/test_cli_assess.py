@@ -192,3 +192,24 @@ def test_campaign_without_attempts(tmp_path: Path, capsys: pytest.CaptureFixture
     write_store(Store(store), [campaign("empty")], [])
     code, out, _ = cli(["assess", "empty", "--store", str(store)], capsys)
     assert (code, out) == (0, "campaign empty: no attempts\n\n")
+
+
+def test_order_bias_is_shown_under_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import math
+
+    runs = []
+    for rep in range(8):  # the second run of each repetition is 3% slower, order alternating
+        first = rep % 2 == 0
+        b, c = (1.0, 1.03) if first else (1.03, 1.0)
+        b *= math.exp(0.001 * rep)
+        runs.append({**run("baseline", rep, b), "order": 0 if first else 1})
+        runs.append({**run("candidate", rep, c), "order": 1 if first else 0})
+    s = Store(tmp_path / "s")
+    write_store(s, [campaign("c", resamples=200)], [Attempt("c", "r1", 1, runs)])
+    code, out, err = cli(["assess", "c", "--store", str(s.root)], capsys)
+    assert code == 0, err
+    warning = next(line for line in out.splitlines() if line.startswith("ORDER BIAS"))
+    assert warning.startswith("ORDER BIAS r1: pairs run baseline first differ from the others "
+                              "by x0.94")  # fmt: skip

@@ -219,3 +219,81 @@ def test_simulated_campaigns_pass_ingest_without_integrity_errors(tmp_path: Path
     assert store.read("integrity").height == 0
     samples = store.read("samples")
     assert samples.height == 2 * 3 * (3 + 5) * 2
+
+
+# -- noise families, the undeclared gain and the position effect ---------------------------------
+def _log_rep_factor(noise: str) -> np.ndarray:
+    """ln of the per-repetition factor alone (every other sigma 0), one value per repetition."""
+    model = Model(sigma_run=0, sigma_cell=0, sigma_dram=0, sigma_rep=0.03)
+    rng = campaign_generator(1, "aa", 50, noise)  # type: ignore[arg-type]
+    runs = draw_runs(model, "aa", 50, 400, rng, noise=noise)  # type: ignore[arg-type]
+    return np.log(runs.seconds[:, :, 0, 0, 0] / (0.1 * model.step_seconds)).ravel()
+
+
+def test_student_t_noise_has_the_same_sigma_and_heavier_tails() -> None:
+    normal, heavy = _log_rep_factor("lognormal"), _log_rep_factor("t3")
+    assert np.std(normal) == pytest.approx(0.03, rel=0.03)
+    assert np.std(heavy) == pytest.approx(0.03, rel=0.25)  # t3's variance converges slowly
+    # beyond 4 sigma: about 6e-5 of normal draws, about 1% of scaled t3 draws
+    assert np.mean(np.abs(heavy) > 0.12) > 0.004 > np.mean(np.abs(normal) > 0.12)
+
+
+def test_outliers_slow_whole_runs_at_the_configured_rate() -> None:
+    model = Model(sigma_rep=0, sigma_run=0, sigma_cell=0, outlier_rate=0.1, outlier_slowdown=0.5)
+    rng = campaign_generator(2, "aa", 10, "outliers")
+    runs = draw_runs(model, "aa", 10, 500, rng, noise="outliers")
+    factor = runs.seconds / (model.shares * model.step_seconds)
+    assert set(np.round(np.unique(factor), 12)) == {1.0, 1.5}
+    whole_run = np.broadcast_to(factor[..., :1, :1], factor.shape)  # every region of a run alike
+    np.testing.assert_allclose(factor, whole_run, rtol=1e-12)
+    assert np.mean(factor[..., 0, 0] == 1.5) == pytest.approx(0.1, abs=0.01)
+
+
+def test_lognormal_noise_keeps_the_original_draws() -> None:
+    model = Model()
+    a = draw_runs(model, "gain", 5, 3, campaign_generator(4, "gain", 5))
+    b = draw_runs(model, "gain", 5, 3, campaign_generator(4, "gain", 5, "lognormal"),
+                  noise="lognormal")  # fmt: skip
+    np.testing.assert_array_equal(a.seconds, b.seconds)
+    assert a.order is None
+
+
+def test_elsewhere_saves_the_same_time_in_mlp() -> None:
+    model = Model(sigma_rep=0, sigma_run=0, sigma_cell=0)
+    gain = draw_runs(model, "gain", 2, 1, campaign_generator(0, "gain", 2)).metric
+    elsewhere = draw_runs(model, "elsewhere", 2, 1, campaign_generator(0, "elsewhere", 2))
+    assert elsewhere.metric[0, 0, 1] == pytest.approx(gain[0, 0, 1], rel=1e-12)
+    ratio = elsewhere.seconds[0, 0, 1, 0] / elsewhere.seconds[0, 0, 0, 0]
+    np.testing.assert_allclose(ratio, [1.0, 1 - 0.1 * 0.12 / 0.5, 1.0, 1.0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("reps", [5, 10])
+def test_balanced_order_and_the_position_effect(reps: int) -> None:
+    model = Model(sigma_rep=0, sigma_run=0, sigma_cell=0, position_effect_pct=3)
+    runs = draw_runs(model, "aa", reps, 6, campaign_generator(0, "aa", reps), order="balanced")
+    assert runs.order is not None
+    for attempt in range(6):
+        perm = np.random.Generator(np.random.PCG64(attempt)).permutation(reps)
+        first = set(perm[: -(-reps // 2)].tolist())
+        assert [r for r in range(reps) if runs.order[attempt, r, 0] == 0] == sorted(first)
+    assert ((runs.order.sum(axis=2)) == 1).all()
+    second = np.where(runs.order == 1, 1.03, 1.0)
+    np.testing.assert_allclose(runs.metric / model.step_seconds / model.steps, second,
+                               rtol=1e-12)  # fmt: skip
+
+
+def test_recorded_order_goes_through_ingest(tmp_path: Path) -> None:
+    simulate(tmp_path / "in", scenarios=("aa",), repetitions=(5,), attempts=2, seed=1,
+             order="balanced")  # fmt: skip
+    lines = _lines(tmp_path / "in" / "aa-r05" / "r001" / "measurements.jsonl")
+    assert sorted({line["order"] for line in lines}) == [0, 1]
+    attempt = json.loads((tmp_path / "in" / "aa-r05" / "r001" / "attempt.json").read_bytes())
+    assert attempt["order_seed"] == 1
+    from pipeline.ingest import ingest
+
+    store = Store(tmp_path / "store")
+    assert ingest(tmp_path / "in", store).exit_code == 0
+    samples = store.read("samples").sort("attempt_id", "repetition", "side")
+    assert samples["order"].to_list() == [line["order"] for line in _lines(
+        tmp_path / "in" / "aa-r05" / "r000" / "measurements.jsonl")] + [
+        line["order"] for line in lines]  # fmt: skip

@@ -124,6 +124,18 @@ def _grid(rows: list[tuple[str, ...]]) -> str:
     )
 
 
+def _order_warnings(rows: pl.DataFrame) -> str:
+    """One line per attempt whose run order measurably changed the metric ratio."""
+    flagged = rows.filter(pl.col("order_bias").fill_null(False))
+    return "".join(
+        f"ORDER BIAS {r['attempt_id']}: pairs run baseline first differ from the others by "
+        f"x{_num(r['order_effect'], '.4f')} [{_num(r['order_effect_low'], '.4f')}, "
+        f"{_num(r['order_effect_high'], '.4f')}]; the side that runs second is measurably "
+        "slower or faster (a balanced order keeps the paired estimate unbiased)\n"
+        for r in flagged.iter_rows(named=True)
+    )
+
+
 def _integrity_lines(errors: pl.DataFrame) -> str:
     out = []
     for e in errors.iter_rows(named=True):
@@ -176,6 +188,7 @@ def render_table(result: AssessResult) -> str:
         out.write(f"campaign {cid}: {policy}\n")
         if rows.height:
             out.write(_grid([_HEADERS, *(_cells(r) for r in rows.iter_rows(named=True))]))
+            out.write(_order_warnings(rows))
         if result.what_if:
             changed, total = _changed(result, cid)
             out.write(f"verdicts that differ from the frozen policy: {changed} of {total}\n")

@@ -25,7 +25,12 @@ _MODEL_HELP: dict[str, str] = {
     "launches_per_step": "kernel_launches per step (exact).",
     "dram_bytes_per_step": "dram_bytes per step before noise.",
     "sigma_dram": "Sigma of the normal relative noise of dram_bytes.",
-    "gain_factor": "Scenario gain: factor on the candidate's attention and dram_bytes.",
+    "gain_factor": "Scenario gain: factor on the candidate's attention and dram_bytes "
+    "(scenario elsewhere: the same saving in mlp).",
+    "outlier_rate": "Noise outliers: probability that a run is a slow outlier.",
+    "outlier_slowdown": "Noise outliers: how much slower an outlier run is (0.3 = 30%).",
+    "position_effect_pct": "The run that goes second in its repetition is this many percent "
+    "slower.",
     "min_improvement_pct": "Policy gate min_improvement_pct of the simulated campaigns.",
     "resamples": "Policy bootstrap resamples of the simulated campaigns.",
     "confidence": "Policy interval confidence of the simulated campaigns.",
@@ -74,14 +79,41 @@ seed_option = click.option(
 )
 
 
+def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
+    from pipeline.simulate import NOISES
+
+    names = tuple(part.strip() for part in value.split(","))
+    if any(n not in NOISES for n in names) or len(set(names)) != len(names):
+        raise click.BadParameter(f"expected distinct values among {', '.join(NOISES)}, "
+                                 f"got {value!r}")  # fmt: skip
+    return names
+
+
 @click.command("simulate")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--scenario",
-    type=click.Choice(["aa", "gain", "both"]),
+    type=click.Choice(["aa", "gain", "elsewhere", "both"]),
     default="both",
     show_default=True,
-    help="aa: identical sides; gain: the candidate's attention and dram_bytes x gain factor.",
+    help="aa: identical sides; gain: the candidate's attention and dram_bytes x gain factor; "
+    "elsewhere: the same saving in mlp (undeclared); both: aa and gain.",
+)
+@click.option(
+    "--noise",
+    type=click.Choice(["lognormal", "t3", "outliers"]),
+    default="lognormal",
+    show_default=True,
+    help="lognormal: the specified model; t3: Student-t(3) factors scaled to the same sigma; "
+    "outliers: log-normal plus slow outlier runs.",
+)
+@click.option(
+    "--order",
+    type=click.Choice(["baseline_first", "balanced"]),
+    default="baseline_first",
+    show_default=True,
+    help="Which side runs first in each repetition: always the baseline (the specified model), "
+    "or balanced as the recorder does (attempt i's order seed is i).",
 )
 @repetitions_option
 @click.option(
@@ -91,8 +123,8 @@ seed_option = click.option(
 @seed_option
 @model_options
 def simulate_command(
-    out_dir: Path, scenario: str, repetitions: tuple[int, ...], attempts: int, seed: int,
-    **model: Any,
+    out_dir: Path, scenario: str, noise: str, order: str, repetitions: tuple[int, ...],
+    attempts: int, seed: int, **model: Any,
 ) -> int:
     """Write synthetic A/A and known-gain campaigns (docs/contract.md §7) as stored attempts.
 
@@ -106,12 +138,12 @@ def simulate_command(
       explain-pipeline simulate /tmp/sim --scenario aa --repetitions 5 --attempts 50
       explain-pipeline ingest /tmp/sim && explain-pipeline assess --all
     """
-    from pipeline.simulate import SCENARIOS, Scenario, simulate
+    from pipeline.simulate import SCENARIOS, Noise, Order, Scenario, simulate
 
     scenarios = SCENARIOS if scenario == "both" else (cast(Scenario, scenario),)
     written = simulate(
         out_dir, scenarios=scenarios, repetitions=repetitions, attempts=attempts, seed=seed,
-        model=_model(model),
+        model=_model(model), noise=cast(Noise, noise), order=cast(Order, order),
     )
     for campaign in written:
         click.echo(f"{campaign.path}: {campaign.attempts} attempts")
@@ -121,38 +153,49 @@ def simulate_command(
 
 @click.command("calibrate")
 @click.option(
-    "--attempts", type=click.IntRange(min=1), default=1000, show_default=True,
-    help="Attempts per scenario and repetition count.",
+    "--attempts", type=click.IntRange(min=1), default=2000, show_default=True,
+    help="Attempts per scenario, noise and repetition count.",
 )
 @seed_option
 @repetitions_option
+@click.option(
+    "--noise", "noises", default="lognormal,t3,outliers", show_default=True,
+    callback=_parse_noises,
+    help="Noise families, comma-separated: lognormal, t3 (Student-t, 3 degrees of freedom, "
+    "same sigma), outliers (log-normal plus slow outlier runs).",
+)
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
     show_default=True, help="Output format.",
 )
 @model_options
 def calibrate_command(
-    attempts: int, seed: int, repetitions: tuple[int, ...], fmt: str, **model: Any
+    attempts: int, seed: int, repetitions: tuple[int, ...], noises: tuple[str, ...], fmt: str,
+    **model: Any,
 ) -> int:
-    """Measure the decision rules on simulated A/A and known-gain campaigns (docs/contract.md §7).
+    """Measure the decision rules and interval methods on simulated campaigns.
 
-    Simulates both scenarios for every repetition count into a temporary folder, runs the
-    real ingest and assess on them in a temporary store, and prints per repetition count:
-    the A/A false PASS rate of the median rule, the paired rule and paired +
-    require_explanation, the coverage of the 95% metric interval, the share of false
-    explanations, and the gain scenario's PASS and explained shares. The same seed gives
-    byte-identical output. A progress bar is shown on stderr when it is a terminal.
+    For every noise family and repetition count, simulates an A/A, a known-gain and an
+    undeclared-gain ("elsewhere") campaign into a temporary store, assesses them with the
+    real assess under each interval method (percentile, expanded_percentile, student_t) and
+    prints: coverage of the metric interval, A/A false PASS of the paired rule and paired +
+    require_explanation, false explanations, the paired estimate's bias, the gain scenario's
+    PASS and explained shares, the mean explained fraction of both gain scenarios, and the
+    median rule's rates. The same seed gives byte-identical output. A progress bar is shown
+    on stderr when it is a terminal.
 
     \b
     Example:
       explain-pipeline calibrate
       explain-pipeline calibrate --attempts 200 --resamples 2000 --format csv
+      explain-pipeline calibrate --noise lognormal --position-effect-pct 3
     """
     from pipeline.calibrate import calibrate, render
+    from pipeline.simulate import Noise
 
     result = calibrate(
         attempts=attempts, seed=seed, repetitions=repetitions, model=_model(model),
-        progress=None,
+        noises=[cast(Noise, n) for n in noises], progress=None,
     )
     click.echo(render(result, fmt), nl=False)
     return ExitCode.OK

@@ -1,0 +1,218 @@
+"""The explained fraction (report only): how much of the measured saving the declared regions
+account for, per attempt, with a bootstrap interval from the paired resamples.
+
+Per pair ``r`` and non-reference region ``g``, ``d_r(g)`` = baseline − candidate of the value the
+explanation reads (the region normalized by the reference regions when the mechanism declares
+some, else the raw region sum). ``D_r`` sums ``d_r`` over the regions declared ``decrease`` or
+``increase``, ``T_r`` over every non-reference region; the estimate is ``mean(D) / mean(T)``.
+The interval resamples pairs with the same index matrix as the paired intervals (same ``n``,
+seed and resamples), so ``D*`` and ``T*`` of every attempt with ``n`` pairs are two matrix
+products ``counts @ D / n`` and ``counts @ T / n``. If the ``T*`` interval contains 0 the total
+did not measurably change and no fraction is given (``total_unchanged``); otherwise
+``low, high = quantile(D* / T*, [α/2, 1 − α/2])`` (linear, on the ratio itself, no exp).
+
+1 means the declared regions account for the whole saving; near 0, the gain came from elsewhere
+even if the declared regions moved. Reasons, first match wins: ``not_applicable`` (no region
+declared ``decrease``/``increase``, or a paired run without a breakdown), ``too_few_pairs``
+(fewer than ``min_pairs``, none included), ``no_reference_time``, ``total_unchanged``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from pipeline.bootstrap import _quantiles, resample_counts
+from pipeline.quantities import ATTEMPT, INTERVAL_POLICY, Inputs, PairFrames, _group_sum, pairs
+
+FractionReason = Literal["not_applicable", "too_few_pairs", "no_reference_time", "total_unchanged"]
+COLUMNS = {
+    "explained_fraction": pl.Float64,
+    "explained_fraction_low": pl.Float64,
+    "explained_fraction_high": pl.Float64,
+    "explained_fraction_reason": pl.String,
+}
+_CHUNK_VALUES = 1 << 21
+"""Resample means held at once per matrix (16 MiB of float64): bounds memory at any batch size."""
+
+
+def _declared(expectations: pl.LazyFrame) -> pl.LazyFrame:
+    """(ATTEMPT, name) of every region declared decrease or increase."""
+    return expectations.filter(
+        (pl.col("target") == "region") & pl.col("expect").is_in(["decrease", "increase"])
+    ).select(*ATTEMPT, "name")
+
+
+def _with_references(expectations: pl.LazyFrame) -> pl.LazyFrame:
+    """Attempts whose mechanism declares at least one reference region."""
+    refs = (pl.col("target") == "region") & (pl.col("expect") == "unchanged")
+    return expectations.filter(refs).select(ATTEMPT).unique()
+
+
+def _pairs_without_breakdown(samples: pl.LazyFrame, breakdown: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt: the pairs where at least one of the two runs has no breakdown row."""
+    runs = breakdown.select(*ATTEMPT, "side", "repetition").unique()
+    both = (
+        runs.group_by(*ATTEMPT, "repetition")
+        .agg(pl.col("side").n_unique().alias("sides"))
+        .filter(pl.col("sides") == 2)
+    )
+    return (
+        pairs(samples)
+        .join(both, on=[*ATTEMPT, "repetition"], how="anti")
+        .group_by(ATTEMPT)
+        .agg(pl.len().alias("missing"))
+    )
+
+
+def per_pair(frames: PairFrames, expectations: pl.LazyFrame, samples: pl.LazyFrame) -> pl.LazyFrame:
+    """Per pair of every attempt: D and T (0 when no region value exists) and the flag
+    no_reference_time; ATTEMPT, repetition, D, T, no_ref."""
+    refs = _with_references(expectations).with_columns(pl.lit(True).alias("has_refs"))
+    evidence = (
+        frames.regions.lazy()
+        .join(refs, on=ATTEMPT, how="left")
+        .filter(
+            pl.when(pl.col("has_refs").fill_null(False))
+            .then(pl.col("quantity") == "region_normalized")
+            .otherwise(pl.col("quantity") == "region")
+        )
+        .join(
+            _declared(expectations).with_columns(pl.lit(True).alias("declared")),
+            on=[*ATTEMPT, "name"],
+            how="left",
+        )
+        .with_columns((pl.col("b") - pl.col("c")).alias("d"))
+    )
+    sums = _group_sum(
+        evidence,
+        [*ATTEMPT, "repetition"],
+        D=pl.when(pl.col("declared").fill_null(False)).then(pl.col("d")).otherwise(0.0),
+        T=pl.col("d"),
+    )
+    flags = evidence.group_by(*ATTEMPT, "repetition").agg(
+        (pl.col("flag") == "no_reference_time").any().alias("no_ref")
+    )
+    return (
+        pairs(samples)
+        .join(sums, on=[*ATTEMPT, "repetition"], how="left")
+        .join(flags, on=[*ATTEMPT, "repetition"], how="left")
+        .with_columns(pl.col("D", "T").fill_null(0.0), pl.col("no_ref").fill_null(False))
+    )
+
+
+def _reasons(
+    attempts: pl.LazyFrame,
+    expectations: pl.LazyFrame,
+    samples: pl.LazyFrame,
+    breakdown: pl.LazyFrame,
+    values: pl.LazyFrame,
+    campaigns: pl.LazyFrame,
+) -> pl.LazyFrame:
+    """Per attempt: n pairs, its interval policy and the reason there is no fraction (or null)."""
+    declared = _declared(expectations).select(ATTEMPT).unique().with_columns(
+        pl.lit(True).alias("declares")
+    )
+    counts = values.group_by(ATTEMPT).agg(
+        pl.len().alias("n"), pl.col("no_ref").any().alias("no_ref")
+    )
+    policy = campaigns.select("campaign_id", "min_pairs", *INTERVAL_POLICY)
+    reason = (
+        pl.when(~pl.col("declares").fill_null(False) | (pl.col("missing").fill_null(0) > 0))
+        .then(pl.lit("not_applicable"))
+        .when(pl.col("n") < pl.col("min_pairs"))
+        .then(pl.lit("too_few_pairs"))
+        .when(pl.col("no_ref"))
+        .then(pl.lit("no_reference_time"))
+    )
+    return (
+        attempts.select(ATTEMPT)
+        .join(declared, on=ATTEMPT, how="left")
+        .join(_pairs_without_breakdown(samples, breakdown), on=ATTEMPT, how="left")
+        .join(counts, on=ATTEMPT, how="left")
+        .join(policy, on="campaign_id")
+        .with_columns(pl.col("n").fill_null(0), pl.col("no_ref").fill_null(False))
+        .with_columns(reason.alias("reason"))
+    )
+
+
+def fraction_bounds(
+    d: npt.NDArray[np.float64],
+    t: npt.NDArray[np.float64],
+    *,
+    resamples: int,
+    seed: int,
+    confidence: float,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """For D and T of shape (n, A), pairs by repetition: low, high of D*/T* and whether the T*
+    interval contains 0 (then low and high are NaN). Quantiles are numpy's linear ones, read
+    by the bootstrap's exact order-statistic selection (one row per attempt)."""
+    n, width = d.shape
+    counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
+    alpha = 1.0 - confidence
+    probs = np.array([alpha / 2, 1 - alpha / 2])
+    low, high = np.full(width, np.nan), np.full(width, np.nan)
+    unchanged = np.zeros(width, dtype=bool)
+    step = max(1, _CHUNK_VALUES // resamples)
+    for start in range(0, width, step):
+        cols = slice(start, min(start + step, width))
+        d_star = d[:, cols].T @ counts_t / n  # (attempts, resamples)
+        t_star = t[:, cols].T @ counts_t / n
+        t_low, t_high = _quantiles(t_star, probs)
+        flat = (t_low <= 0) & (t_high >= 0)
+        unchanged[cols] = flat
+        if not flat.all():
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = d_star[~flat] / t_star[~flat]
+            r_low, r_high = _quantiles(ratio, probs)
+            low[cols][~flat] = r_low  # low[cols] is a view: this writes into low
+            high[cols][~flat] = r_high
+    return low, high, unchanged
+
+
+def _group(part: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
+    """The fraction of every attempt of ``part`` (same n, seed, resamples, confidence)."""
+    n, seed, resamples, confidence = part.row(0)[-4:]
+    long = values.join(part.select(ATTEMPT), on=ATTEMPT, how="semi").sort(*ATTEMPT, "repetition")
+    d = long["D"].to_numpy().reshape(part.height, n).T
+    t = long["T"].to_numpy().reshape(part.height, n).T
+    low, high, unchanged = fraction_bounds(
+        d, t, resamples=int(resamples), seed=int(seed), confidence=float(confidence)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = d.mean(axis=0) / t.mean(axis=0)
+    keys = long.select(ATTEMPT).gather_every(n)
+    return keys.with_columns(
+        pl.Series("explained_fraction", np.where(unchanged, np.nan, estimate)).fill_nan(None),
+        pl.Series("explained_fraction_low", low).fill_nan(None),
+        pl.Series("explained_fraction_high", high).fill_nan(None),
+        pl.when(pl.Series(unchanged)).then(pl.lit("total_unchanged")).alias(
+            "explained_fraction_reason"
+        ),
+    )
+
+
+def explained_fractions(inputs: Inputs, frames: PairFrames) -> pl.DataFrame:
+    """One row per attempt of ``inputs``: ATTEMPT + the four explained_fraction columns."""
+    values = per_pair(frames, inputs.expectations, inputs.samples).collect()
+    reasons = _reasons(
+        inputs.attempts, inputs.expectations, inputs.samples, inputs.breakdown, values.lazy(),
+        inputs.campaigns,
+    ).collect()  # fmt: skip
+    group = ["n", "seed", "resamples", "confidence"]
+    due = reasons.filter(pl.col("reason").is_null()).select(*ATTEMPT, *group).sort(*group, *ATTEMPT)
+    computed = [
+        _group(part, values)
+        for part in due.partition_by(group, maintain_order=True)
+    ]
+    skipped = reasons.filter(pl.col("reason").is_not_null()).select(
+        *ATTEMPT, pl.col("reason").alias("explained_fraction_reason")
+    )
+    schema = {"campaign_id": pl.String, "attempt_id": pl.String, **COLUMNS}
+    empty = pl.DataFrame(schema=schema)
+    return pl.concat([empty, *computed, skipped], how="diagonal_relaxed").select(
+        [pl.col(k).cast(v) for k, v in schema.items()]
+    )

@@ -1,0 +1,115 @@
+"""The order effect (report only): does the side that runs first in a repetition change the
+metric's paired log-ratio?
+
+When every paired run carries ``order`` (0: ran first in its repetition, 1: second), the pairs
+are split by which side ran first: ``B`` (the baseline's order is 0) and ``C`` (the others).
+``diff = mean(x_B) − mean(x_C)`` over the metric's log-ratios, with Welch's interval
+(``v = var(x, ddof=1) / n`` per group, ``se = sqrt(v_B + v_C)``, Welch–Satterthwaite degrees of
+freedom, ``h = t_df(1 − α/2) · se``, ``h = 0`` when ``se = 0``). ``order_effect = exp(diff)``
+with ``exp(diff ∓ h)``; ``order_bias`` when that interval excludes 1.
+
+A constant position effect (the second run slower by a factor ``f``) moves ``x`` by ``+ln f`` in
+one group and ``−ln f`` in the other, so ``diff ≈ 2 ln f``; a balanced order cancels it in the
+paired estimate, and ``order_bias`` says it was there. Reasons, first match wins:
+``not_applicable`` (no pair, or the metric has no log-ratios, e.g. a zero baseline),
+``no_order`` (a paired run without ``order``), ``too_few_per_order`` (fewer than 2 pairs in a
+group). ``min_pairs`` does not apply: this is a diagnostic, not a verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from pipeline.quantities import ATTEMPT, PairFrames
+
+OrderReason = Literal["not_applicable", "no_order", "too_few_per_order"]
+COLUMNS = {
+    "order_effect": pl.Float64,
+    "order_effect_low": pl.Float64,
+    "order_effect_high": pl.Float64,
+    "order_bias": pl.Boolean,
+    "order_effect_reason": pl.String,
+}
+
+
+def _groups(frames: PairFrames, samples: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt with metric pairs: the log-ratios of each group (sorted, so sums do not
+    depend on row order) and whether a log-ratio or an order is missing."""
+    on = [*ATTEMPT, "repetition"]
+    runs = samples.filter(pl.col("status") == "ok").select(*on, "side", "order")
+    order_b = runs.filter(pl.col("side") == "baseline").select(*on, pl.col("order").alias("ob"))
+    order_c = runs.filter(pl.col("side") == "candidate").select(*on, pl.col("order").alias("oc"))
+    baseline_first = pl.col("ob") == 0
+    return (
+        frames.pairs.lazy()
+        .filter(pl.col("quantity") == "metric")
+        .join(order_b, on=on, how="left")
+        .join(order_c, on=on, how="left")
+        .group_by(ATTEMPT)
+        .agg(
+            pl.col("x").is_null().any().alias("undefined"),
+            (pl.col("ob").is_null() | pl.col("oc").is_null()).any().alias("unordered"),
+            pl.col("x").filter(baseline_first).sort().alias("xb"),
+            pl.col("x").filter(~baseline_first).sort().alias("xc"),
+        )
+    )
+
+
+def _welch(frame: pl.DataFrame) -> pl.DataFrame:
+    """exp(diff) and Welch's interval for rows with xb, xc (>= 2 each) and confidence."""
+    from scipy import stats
+
+    def side(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        values = frame[name]
+        n = values.list.len().cast(pl.Float64).to_numpy()
+        return n, values.list.mean().to_numpy(), values.list.var(ddof=1).to_numpy() / n
+
+    n_b, mean_b, v_b = side("xb")
+    n_c, mean_c, v_c = side("xc")
+    diff = mean_b - mean_c
+    se = np.sqrt(v_b + v_c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df = se**4 / (v_b**2 / (n_b - 1) + v_c**2 / (n_c - 1))
+        alpha = 1.0 - frame["confidence"].to_numpy()
+        half = np.where(se > 0, stats.t.ppf(1 - alpha / 2, df) * se, 0.0)
+    with np.errstate(over="ignore"):
+        low, high = np.exp(diff - half), np.exp(diff + half)
+        return frame.select(ATTEMPT).with_columns(
+            pl.Series("order_effect", np.exp(diff)),
+            pl.Series("order_effect_low", low),
+            pl.Series("order_effect_high", high),
+            pl.Series("order_bias", (low > 1) | (high < 1)),
+        )
+
+
+def order_effects(
+    attempts: pl.LazyFrame, samples: pl.LazyFrame, frames: PairFrames, campaigns: pl.LazyFrame
+) -> pl.DataFrame:
+    """One row per attempt: ATTEMPT + the five order-effect columns."""
+    reason = (
+        pl.when(pl.col("undefined").is_null() | pl.col("undefined"))
+        .then(pl.lit("not_applicable"))
+        .when(pl.col("unordered"))
+        .then(pl.lit("no_order"))
+        .when((pl.col("xb").list.len() < 2) | (pl.col("xc").list.len() < 2))
+        .then(pl.lit("too_few_per_order"))
+    )
+    rows = (
+        attempts.select(ATTEMPT)
+        .join(_groups(frames, samples), on=ATTEMPT, how="left")
+        .join(campaigns.select("campaign_id", "confidence"), on="campaign_id")
+        .with_columns(reason.alias("order_effect_reason"))
+        .collect()
+    )
+    due = rows.filter(pl.col("order_effect_reason").is_null())
+    schema = {"campaign_id": pl.String, "attempt_id": pl.String, **COLUMNS}
+    computed = _welch(due) if due.height else pl.DataFrame(schema=schema)
+    return (
+        rows.select(*ATTEMPT, "order_effect_reason")
+        .join(computed.drop("order_effect_reason", strict=False), on=ATTEMPT, how="left")
+        .select([pl.col(k).cast(v) for k, v in schema.items()])
+    )
+

@@ -1,0 +1,222 @@
+"""The explained fraction against a plain loop reference written here, against theory (a gain in
+the declared region gives about 1, a gain elsewhere about 0) and at its edges (every reason)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from assess_fixtures import Attempt, campaign, expect, inputs, run
+
+from pipeline import quantities
+from pipeline.fraction import explained_fractions
+
+RESAMPLES = 400
+DECLARED = [expect("region", "attn", "decrease"), expect("counter", "launches", "decrease")]
+WITH_REF = [*DECLARED, expect("region", "ref", "unchanged")]
+
+
+def reference_fraction(
+    a: Attempt, *, min_pairs: int = 5, resamples: int = RESAMPLES, seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float | None, float | None, float | None, str | None]:
+    """One attempt, one resample at a time, as the rule is written."""
+    declared = {e["name"] for e in a.expectations
+                if e["target"] == "region" and e["expect"] in ("decrease", "increase")}
+    refs = {e["name"] for e in a.expectations
+            if e["target"] == "region" and e["expect"] == "unchanged"}  # fmt: skip
+    ok = {(r["side"], r["repetition"]): r for r in a.runs if r["status"] == "ok"}
+    reps = sorted(rep for side, rep in ok if side == "baseline" and ("candidate", rep) in ok)
+    paired = [ok[(side, rep)] for rep in reps for side in ("baseline", "candidate")]
+    if not declared or any(not r["breakdown"] for r in paired):
+        return None, None, None, "not_applicable"
+    n = len(reps)
+    if n < min_pairs:
+        return None, None, None, "too_few_pairs"
+    regions = {g for r in ok.values() for step in r["breakdown"].values() for g in step} - refs
+
+    def value(r: dict[str, Any], g: str) -> float | None:
+        steps = r["breakdown"].values()
+        if not refs:
+            return sum(step.get(g, 0.0) for step in steps)
+        usable = [s for s in steps if sum(s.get(x, 0.0) for x in refs) > 0]
+        if not usable:
+            return None
+        return sum(s.get(g, 0.0) / sum(s.get(x, 0.0) for x in refs) for s in usable) / len(usable)
+
+    d_pairs, t_pairs = [], []
+    for rep in reps:
+        b, c = ok[("baseline", rep)], ok[("candidate", rep)]
+        diffs = {}
+        for g in regions:
+            vb, vc = value(b, g), value(c, g)
+            if vb is None or vc is None:
+                return None, None, None, "no_reference_time"
+            diffs[g] = vb - vc
+        d_pairs.append(sum(v for g, v in diffs.items() if g in declared))
+        t_pairs.append(sum(diffs.values()))
+    idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
+    d_star = [sum(d_pairs[i] for i in row) / n for row in idx]
+    t_star = [sum(t_pairs[i] for i in row) / n for row in idx]
+    alpha = 1 - confidence
+    t_low, t_high = np.quantile(t_star, [alpha / 2, 1 - alpha / 2])
+    if t_low <= 0 <= t_high:
+        return None, None, None, "total_unchanged"
+    ratio = [d / t for d, t in zip(d_star, t_star, strict=True)]
+    low, high = np.quantile(ratio, [alpha / 2, 1 - alpha / 2])
+    return (sum(d_pairs) / n) / (sum(t_pairs) / n), float(low), float(high), None
+
+
+def noisy(
+    aid: str, *, gain: dict[str, float], exps: list[dict[str, str]], n: int = 8, seed: int = 0,
+    steps: int = 2,
+) -> Attempt:
+    """Runs with a drift shared by every region of a run and a little independent noise."""
+    rng = np.random.default_rng(seed)
+    runs = []
+    for side in ("baseline", "candidate"):
+        for rep in range(n):
+            drift = rng.lognormal(0, 0.03)
+            breakdown = {
+                f"s{k}": {
+                    g: base * drift * rng.lognormal(0, 0.003) * (gain.get(g, 1.0)
+                                                                if side == "candidate" else 1.0)
+                    for g, base in (("attn", 1.0), ("mlp", 4.0), ("ref", 2.0))
+                }
+                for k in range(steps)
+            }  # fmt: skip
+            metric = sum(sum(s.values()) for s in breakdown.values())
+            runs.append(run(side, rep, metric, breakdown=breakdown))
+    return Attempt("c", aid, int(aid[1:]), runs, exps)
+
+
+def computed(attempts: list[Attempt], **policy: Any) -> dict[str, dict[str, Any]]:
+    data = inputs([campaign("c", resamples=RESAMPLES, **policy)], attempts)
+    frame = explained_fractions(data, quantities.pair_frames(data))
+    assert frame.columns == ["campaign_id", "attempt_id", "explained_fraction",
+                             "explained_fraction_low", "explained_fraction_high",
+                             "explained_fraction_reason"]  # fmt: skip
+    assert frame.height == len(attempts)
+    return {r["attempt_id"]: r for r in frame.iter_rows(named=True)}
+
+
+def assert_matches(row: dict[str, Any], ref: tuple) -> None:
+    estimate, low, high, reason = ref
+    assert row["explained_fraction_reason"] == reason
+    for key, want in (("explained_fraction", estimate), ("explained_fraction_low", low),
+                      ("explained_fraction_high", high)):  # fmt: skip
+        if want is None:
+            assert row[key] is None
+        else:
+            assert row[key] == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_gain_in_the_declared_region_is_explained_in_full() -> None:
+    attempts = [
+        noisy("r1", gain={"attn": 0.7}, exps=WITH_REF, seed=1),
+        noisy("r2", gain={"attn": 0.7}, exps=DECLARED, seed=2),  # raw region sums
+        noisy("r3", gain={"attn": 0.8, "mlp": 0.95}, exps=WITH_REF, seed=3),
+    ]
+    got = computed(attempts)
+    for a in attempts:
+        assert_matches(got[a.attempt_id], reference_fraction(a))
+    assert got["r1"]["explained_fraction"] == pytest.approx(1.0, abs=0.05)
+    # attn saves 0.2 of 1, mlp 0.05 of 4: half the saving each
+    assert got["r3"]["explained_fraction"] == pytest.approx(0.5, abs=0.1)
+    low, high = got["r1"]["explained_fraction_low"], got["r1"]["explained_fraction_high"]
+    assert low < got["r1"]["explained_fraction"] < high
+
+
+def test_gain_elsewhere_is_not_explained_even_so() -> None:
+    a = noisy("r1", gain={"mlp": 0.9}, exps=WITH_REF, seed=4)
+    got = computed([a])["r1"]
+    assert_matches(got, reference_fraction(a))
+    assert abs(got["explained_fraction"]) < 0.1
+    assert got["explained_fraction_low"] < 0.1
+
+
+def test_other_confidence_and_seed_follow_the_policy() -> None:
+    a = noisy("r1", gain={"attn": 0.8}, exps=WITH_REF, seed=5, n=6)
+    got = computed([a], confidence=0.8, seed=7)["r1"]
+    assert_matches(got, reference_fraction(a, confidence=0.8, seed=7))
+
+
+def test_identical_sides_leave_the_total_unchanged() -> None:
+    a = noisy("r1", gain={}, exps=WITH_REF, seed=6)
+    baseline = [r for r in a.runs if r["side"] == "baseline"]
+    a.runs = baseline + [{**r, "side": "candidate"} for r in baseline]  # T = 0 in every pair
+    assert computed([a])["r1"]["explained_fraction_reason"] == "total_unchanged"
+    assert reference_fraction(a)[3] == "total_unchanged"
+
+
+@pytest.mark.parametrize(("name", "exps", "n", "reason"), [
+    ("no declaration", [], 8, "not_applicable"),
+    ("only a counter declared", [expect("counter", "launches", "decrease")], 8, "not_applicable"),
+    ("four pairs", WITH_REF, 4, "too_few_pairs"),
+    ("no pair", WITH_REF, 0, "too_few_pairs"),
+])  # fmt: skip
+def test_reasons(name: str, exps: list[dict[str, str]], n: int, reason: str) -> None:
+    a = noisy("r1", gain={"attn": 0.7}, exps=exps, n=n)
+    assert computed([a])["r1"]["explained_fraction_reason"] == reason
+    assert reference_fraction(a)[3] == reason
+
+
+def test_a_paired_run_without_breakdown_is_not_applicable() -> None:
+    a = noisy("r1", gain={"attn": 0.7}, exps=WITH_REF)
+    a.runs[3] = run(a.runs[3]["side"], a.runs[3]["repetition"], 1.0)
+    assert computed([a])["r1"]["explained_fraction_reason"] == "not_applicable"
+    assert reference_fraction(a)[3] == "not_applicable"
+
+
+def test_an_unpaired_run_without_breakdown_does_not_matter() -> None:
+    a = noisy("r1", gain={"attn": 0.7}, exps=WITH_REF)
+    a.runs.append(run("baseline", 99, 1.0))  # no candidate run at repetition 99
+    assert_matches(computed([a])["r1"], reference_fraction(a))
+
+
+def test_a_run_without_reference_time() -> None:
+    a = noisy("r1", gain={"attn": 0.7}, exps=WITH_REF)
+    for step in a.runs[2]["breakdown"].values():
+        step["ref"] = 0.0
+    assert computed([a])["r1"]["explained_fraction_reason"] == "no_reference_time"
+    assert reference_fraction(a)[3] == "no_reference_time"
+
+
+def test_failed_runs_and_a_region_absent_from_some_runs() -> None:
+    a = noisy("r1", gain={"attn": 0.7}, exps=WITH_REF, n=9, seed=8)
+    a.runs[1] = run("baseline", 1, None, status="failed")
+    del a.runs[12]["breakdown"]["s0"]["mlp"]  # absent from one step of one run: counts 0
+    got = computed([a])["r1"]
+    assert_matches(got, reference_fraction(a))
+    assert got["explained_fraction"] is not None
+
+
+def test_attempts_with_different_pair_counts_in_one_batch() -> None:
+    attempts = [noisy(f"r{i}", gain={"attn": 0.75}, exps=WITH_REF, n=n, seed=i)
+                for i, n in enumerate([5, 7, 5, 12], start=1)]  # fmt: skip
+    got = computed(attempts)
+    for a in attempts:
+        assert_matches(got[a.attempt_id], reference_fraction(a))
+    alone = computed([attempts[2]])["r3"]
+    assert alone["explained_fraction_low"] == pytest.approx(got["r3"]["explained_fraction_low"],
+                                                            rel=1e-13)  # fmt: skip
+
+
+def test_the_fraction_is_stored_in_assessments(tmp_path: Any) -> None:
+    from assess_fixtures import write_store
+
+    from pipeline.assess import assess
+    from pipeline.store import Store
+
+    a = noisy("r1", gain={"attn": 0.7}, exps=WITH_REF, seed=1)
+    store = Store(tmp_path / "s")
+    write_store(store, [campaign("c", resamples=RESAMPLES)], [a])
+    assess(store)
+    row = store.read("assessments").row(0, named=True)
+    assert row["explained_fraction"] == pytest.approx(reference_fraction(a)[0], rel=1e-9)
+    assert math.isfinite(row["explained_fraction_low"])
+    assert assess(store).recomputed == 0
+    assert pl.read_parquet(next((tmp_path / "s" / "assessments").rglob("*.parquet"))).height == 1
