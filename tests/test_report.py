@@ -671,7 +671,9 @@ def test_example_report_shows_every_attempt_outcome_and_hypothesis(
                     rf"{o['outcome']}</span>",
                     section,
                 ), o
-        assert len(figures(page)) == 1 + attempts.height  # the timeline and one forest each
+        with_pairs = int((store.read("assessments", [cid])["n_pairs"] > 0).sum())
+        # the timeline, one forest plot each, and a strip plot of the pairs where there are some
+        assert len(figures(page)) == 1 + attempts.height + with_pairs
     markup = (site.index.parent / f"campaign-{MARKUP_CAMPAIGN}.html").read_text(encoding="utf-8")
     assert "<script>alert(1)" not in markup and "<b>markup</b>" not in markup
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup

@@ -126,6 +126,8 @@ def _grid(rows: list[tuple[str, ...]]) -> str:
 
 def _order_warnings(rows: pl.DataFrame) -> str:
     """One line per attempt whose run order measurably changed the metric ratio."""
+    import polars as pl
+
     flagged = rows.filter(pl.col("order_bias").fill_null(False))
     return "".join(
         f"ORDER BIAS {r['attempt_id']}: pairs run baseline first differ from the others by "

@@ -4,7 +4,7 @@ the what-if verdicts (computed, never stored)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -18,6 +18,12 @@ VERDICT_COLUMNS = tuple(
     c
     for c in table("assessments").names
     if c not in ("campaign_id", "inputs_sha256", "campaign_sha256")
+)
+
+
+PAIR_RATIOS = pl.DataFrame(
+    schema={"attempt_id": pl.String, "repetition": pl.Int64, "ratio": pl.Float64,
+            "baseline_first": pl.Boolean}  # fmt: skip
 )
 
 
@@ -40,6 +46,9 @@ class CampaignData:
     stale: pl.DataFrame  # attempt_id, problem: attempts whose stored assessment is out of date
     what_if: pl.DataFrame | None = None  # assessments under the what-if policy
     what_if_overrides: Mapping[str, str] | None = None
+    pair_ratios: pl.DataFrame = field(default_factory=lambda: PAIR_RATIOS.clear())
+    """Per pair of every attempt: attempt_id, repetition, ratio (the metric speedup ratio of
+    the pair, > 1 = candidate better) and baseline_first (null: order not recorded)."""
 
     @property
     def blocked(self) -> bool:
@@ -93,6 +102,33 @@ def stale_attempts(
 OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
 
 
+def pair_ratios(samples: pl.DataFrame, better: str) -> pl.DataFrame:
+    """The metric ratio of every pair (an ok run on both sides), as a speedup ratio."""
+    ok = samples.filter(pl.col("status") == "ok")
+    b, c = (
+        ok.filter(pl.col("side") == side).select(
+            "attempt_id",
+            "repetition",
+            pl.col("metric").alias(side),
+            pl.col("order").alias(f"o_{side}"),
+        )
+        for side in ("baseline", "candidate")
+    )
+    ratio = (pl.col("candidate") / pl.col("baseline")) if better == "higher" else (
+        pl.col("baseline") / pl.col("candidate"))  # fmt: skip
+    return (
+        b.join(c, on=["attempt_id", "repetition"])
+        .select(
+            "attempt_id",
+            "repetition",
+            ratio.alias("ratio"),
+            (pl.col("o_baseline") == 0).alias("baseline_first"),
+        )
+        .sort("attempt_id", "repetition")
+        .cast(PAIR_RATIOS.schema)
+    )
+
+
 def load_campaign(
     store: Store, campaign_id: str, *, what_if: Mapping[str, str] | None = None
 ) -> CampaignData:
@@ -133,6 +169,9 @@ def load_campaign(
         if blocked or not what_if
         else what_if_assessments(store, campaign_id, what_if),
         what_if_overrides=dict(what_if) if what_if else None,
+        pair_ratios=PAIR_RATIOS.clear()
+        if blocked
+        else pair_ratios(store.read("samples", [campaign_id]), campaign["metric_better"]),
     )
 
 

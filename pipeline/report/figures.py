@@ -506,3 +506,51 @@ def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
         }
         for y, outcome, expect in zip(marked["y"], marked["outcome"], marked["expect"], strict=True)
     ]
+
+
+# -- per-pair strip plot -------------------------------------------------------------------------
+STRIP_HEIGHT = 150
+_ORDER_MARKS = {True: ("baseline ran first", "#0969da"), False: ("candidate ran first", "#bc4c00"),
+                None: ("order not recorded", "#57606a")}  # fmt: skip
+
+
+def strip_figure(ratios: pl.DataFrame, *, estimate: float | None, gate: float) -> Figure:
+    """Every pair's metric ratio of one attempt on a log axis, one dot per pair (outliers are
+    seen, not hidden in an interval), coloured by which side ran first, with the paired
+    estimate, 1 and the gate as vertical lines. ``ratios``: repetition, ratio, baseline_first."""
+    xrange = log_range([*ratios["ratio"], estimate], include=(1.0, gate))
+    # a fixed jitter per repetition (no randomness: the page is the same every time)
+    shown = ratios.with_columns(((pl.col("repetition") * 0.618034) % 1 - 0.5).alias("y"))
+    traces = []
+    for key, (name, colour) in _ORDER_MARKS.items():
+        part = shown.filter(
+            pl.col("baseline_first").is_null() if key is None else pl.col("baseline_first") == key
+        )
+        if part.height:
+            traces.append({
+                "type": "scatter", "x": part["ratio"].to_list(), "y": part["y"].to_list(),
+                "mode": "markers", "name": name, "hoverinfo": "text",
+                "hovertext": [f"repetition {r}: ratio {fmt_number(v)}"
+                              for r, v in zip(part["repetition"], part["ratio"], strict=True)],
+                "marker": {"color": colour, "size": 8, "opacity": 0.8},
+            })  # fmt: skip
+    lines = [
+        {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
+         "line": {"color": colour, "width": width, "dash": dash}}
+        for x, colour, width, dash in ((1.0, "#57606a", 1.2, "solid"),
+                                       (gate, "#d4a72c", 1.2, "dot"),
+                                       (estimate, "#1f2328", 2, "solid"))
+        if x is not None and math.isfinite(x)
+    ]  # fmt: skip
+    layout = _base_layout(
+        height=STRIP_HEIGHT,
+        margin={"l": 10, "r": 10, "t": 10, "b": 40},
+        showlegend=True,
+        legend={"orientation": "h", "y": 1.15, "x": 0, "font": {"size": 11}},
+        shapes=lines,
+        xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
+               "title": {"text": "metric ratio of each pair (> 1 = candidate better), log scale",
+                         "font": {"size": 11, "color": "#59636e"}}},
+        yaxis={"visible": False, "range": [-0.8, 0.8]},
+    )  # fmt: skip
+    return {"data": traces, "layout": layout}

@@ -17,10 +17,12 @@ from pipeline.policy import POLICY_FIELDS
 from pipeline.report.data import VERDICT_COLUMNS, CampaignData
 from pipeline.report.figures import (
     PLOT_CONFIG,
+    STRIP_HEIGHT,
     figure_block,
     forest_figure,
     forest_height,
     forest_rows,
+    strip_figure,
     timeline_figure,
 )
 from pipeline.report.style import (
@@ -364,6 +366,46 @@ def _legend_html() -> str:
     return f'<div class="legend">expectation outcomes: {swatches}</div>'
 
 
+def fraction_text(row: Mapping[str, Any]) -> str:
+    """The explained fraction beside the explanation badge: value [low, high], or why none."""
+    if row.get("explained_fraction") is not None:
+        return (
+            f"explains {fmt_number(row['explained_fraction'])} of the saving "
+            f"[{fmt_number(row['explained_fraction_low'])}, "
+            f"{fmt_number(row['explained_fraction_high'])}]"
+        )
+    reason = row.get("explained_fraction_reason")
+    return f"explained fraction: {reason}" if reason else ""
+
+
+def order_html(row: Mapping[str, Any]) -> str:
+    """The order effect: a red badge when it is measurable, else a quiet note (or nothing)."""
+    if row.get("order_effect") is None:
+        reason = row.get("order_effect_reason")
+        return f" · order effect: {esc(reason)}" if reason else ""
+    text = (
+        f"order effect {fmt_number(row['order_effect'])} [{fmt_number(row['order_effect_low'])}, "
+        f"{fmt_number(row['order_effect_high'])}]"
+    )
+    if row.get("order_bias"):
+        return " " + badge(f"ORDER BIAS · {text}", "#cf222e")
+    return f" · {esc(text)}"
+
+
+def environment_html(info: Mapping[str, Any]) -> str:
+    """Where the attempt ran (attempt.json's environment) when a harness other than `round`
+    recorded it (`recording_html` shows it for attempts `round` recorded)."""
+    text = info.get("environment")
+    if not text or info.get("recorder"):
+        return ""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return f'<p class="note">environment: {esc(text)}</p>'
+    items = " · ".join(f"{esc(k)} <b>{esc(v)}</b>" for k, v in sorted(fields.items()))
+    return f'<p class="note">environment: {items}</p>'
+
+
 def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str | None) -> str:
     """Title, badges (verdict, explanation, best, what-if verdict) and the attempt's numbers."""
     what_if_badge = (
@@ -377,6 +419,7 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
     return (
         f'<div class="attempt-head"><h3>Round {row["round"]} · {esc(row["attempt_id"])}</h3>'
         f"{verdict_badge(row['verdict'])} {explanation_badge(row['explanation'])}"
+        + (f"<span class='meta'>{esc(fraction_text(row))}</span>" if fraction_text(row) else "")
         + (badge("best", "#d4a72c") if row["best"] else "")
         + what_if_badge
         + f"<span class='meta'>candidate <b>{esc(row['candidate'])}</b> vs baseline "
@@ -384,7 +427,8 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
         f'<p class="note">{esc(counts)} · verdict reason: {esc(row["reason"] or "—")} · '
         f"median {fmt_pct(row['improvement_pct'])} · paired "
         f"{fmt_number(row['paired_estimate'])} [{fmt_number(row['paired_low'])}, "
-        f"{fmt_number(row['paired_high'])}]</p>"
+        f"{fmt_number(row['paired_high'])}]{order_html(row)}</p>"
+        + environment_html(info)
     )
 
 
@@ -416,12 +460,23 @@ def attempt_html(
         if rows.height
         else '<p class="note">No comparison: the attempt has no paired runs.</p>'
     )
+    ratios = data.pair_ratios.filter(pl.col("attempt_id") == aid)
+    strip = (
+        figure_block(
+            strip_figure(ratios, estimate=row["paired_estimate"], gate=gate),
+            f"plot-pairs-{aid}",
+            STRIP_HEIGHT,
+            f"metric ratio of every pair of attempt {aid}",
+        )
+        if ratios.height
+        else ""
+    )
     return (
         f'<article id="attempt-{esc(aid)}">'
         + _attempt_head(row, info, what_if)
         + _hypothesis_html(info.get("hypothesis"))
         + recording_html(info)
-        + f'<div class="split"><div class="plot">{plot}</div>'
+        + f'<div class="split"><div class="plot">{plot}{strip}</div>'
         + '<div class="side"><h4>Expectations</h4>'
         + _legend_html()
         + _expectations_html(outcomes)

@@ -1,0 +1,59 @@
+"""The report's per-pair strip plot, explained fraction, order effect and environment."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import polars as pl
+from assess_fixtures import Attempt, campaign, expect, run, write_store
+
+from pipeline.assess import assess
+from pipeline.report import load_campaign, render_campaign
+from pipeline.store import Store
+
+FIGURE = re.compile(r'<script type="application/json" data-plot="([^"]+)">(.*?)</script>', re.S)
+
+
+def _page(tmp_path: Path, environment: str | None) -> str:
+    runs = []
+    for rep in range(8):  # attn 1.0 -> 0.5 and the second run of each repetition 3% slower
+        first = rep % 2 == 0
+        slow_b, slow_c = (1.0, 1.03) if first else (1.03, 1.0)
+        drift = math.exp(0.002 * rep)
+        for side, attn, slow, order in (("baseline", 1.0, slow_b, 0 if first else 1),
+                                        ("candidate", 0.5, slow_c, 1 if first else 0)):
+            bd = {"attn": attn * drift * slow, "ref": 1.0 * drift * slow}
+            runs.append({**run(side, rep, sum(bd.values()), breakdown=bd), "order": order})
+    exps = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]
+    store = Store(tmp_path / "s")
+    write_store(store, [campaign("c", resamples=300)], [Attempt("c", "r1", 1, runs, exps)])
+    if environment is not None:
+        attempts = store.read("attempts").with_columns(pl.lit(environment).alias("environment"))
+        with store.transaction() as txn:
+            txn.put("attempts", "c", attempts)
+    assess(store)
+    return render_campaign(load_campaign(store, "c"))
+
+
+def test_strip_plot_has_one_dot_per_pair_coloured_by_order(tmp_path: Path) -> None:
+    page = _page(tmp_path, None)
+    figures = {k: json.loads(v) for k, v in FIGURE.findall(page)}
+    strip = figures["plot-pairs-r1"]
+    dots = [x for trace in strip["data"] for x in trace["x"]]
+    assert len(dots) == 8
+    assert {t["name"] for t in strip["data"]} == {"baseline ran first", "candidate ran first"}
+    by_order = {t["name"]: t["x"] for t in strip["data"]}
+    # 2.0 / 1.5 s, and the candidate, when second, 3% slower (or the baseline)
+    assert all(abs(x - 4 / 3 / 1.03) < 1e-9 for x in by_order["baseline ran first"])
+    assert all(abs(x - 4 / 3 * 1.03) < 1e-9 for x in by_order["candidate ran first"])
+
+
+def test_fraction_order_bias_and_environment_are_shown(tmp_path: Path) -> None:
+    page = _page(tmp_path, '{"cpu":"Xeon","host":"box-1"}')
+    section = page[page.index('<article id="attempt-r1">'):]
+    assert re.search(r"explains 1\.0+ of the saving \[", section)
+    assert "ORDER BIAS · order effect 0.94" in section
+    assert "environment: cpu <b>Xeon</b> · host <b>box-1</b>" in section
