@@ -128,8 +128,26 @@ class RayEngine:
         return result
 
 
+def _check_reachable(address: str) -> None:
+    """HOST:PORT must accept a connection: Ray itself retries an unreachable address for
+    minutes, logging as it goes, before it gives up."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and other forms Ray resolves itself, failing fast
+    try:
+        with socket.create_connection((host, int(port)), timeout=10):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(
+            f"--ray-address {address}: no Ray cluster answers there ({reason})"
+        ) from None
+
+
 def _start(ray: Any, address: str | None) -> None:
     """Connect to ``address``, or start a local cluster on this machine's cores."""
+    if address:
+        _check_reachable(address)
     options: dict[str, Any] = {"logging_level": logging.ERROR, "include_dashboard": False}
     try:
         ray.init(address=address or "local", **options)

@@ -232,6 +232,21 @@ def test_ingest_on_ray_stores_what_local_stores(
     assert "attempts/alpha/r001" in sources
 
 
+def test_an_error_in_a_worker_reads_as_with_the_local_engine(
+    cluster: str, ingested: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged input partition: the worker's error comes back as the one-line message and
+    exit code of the local engine, and nothing is written."""
+    (ingested / "samples" / "campaign_id=beta" / "data.parquet").write_bytes(b"garbage")
+    args = ["assess", "--all", "--store", str(ingested)]
+    local = cli(args, capsys)
+    remote = cli([*args, "--engine", "ray"], capsys)
+    assert local == remote
+    code, out, err = remote
+    assert code in (1, 4) and out == "" and err.count("\n") == 1  # one line, no traceback
+    assert not (ingested / "assessments").exists()
+
+
 def test_ray_address_without_ray_engine_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -239,6 +254,17 @@ def test_ray_address_without_ray_engine_is_a_usage_error(
         ["assess", "--all", "--store", str(tmp_path), "--ray-address", "auto"], capsys
     )
     assert (code, err) == (2, "error: --ray-address needs --engine ray\n")
+
+
+def test_unreachable_ray_address_exits_2_at_once(tmp_path: Path) -> None:
+    """In a subprocess: this process has a Ray session already, which the engine would join."""
+    command = [sys.executable, "-m", "pipeline", "assess", "--all", "--store", str(tmp_path),
+               "--engine", "ray", "--ray-address", "127.0.0.1:1"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    expected = (
+        "error: --ray-address 127.0.0.1:1: no Ray cluster answers there (Connection refused)\n"
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", expected)
 
 
 def test_without_ray_the_engine_exits_2_with_the_install_command(tmp_path: Path) -> None:

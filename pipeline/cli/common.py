@@ -33,7 +33,8 @@ def engine_options(command: Any) -> Any:
         "ray_address",
         metavar="ADDR",
         default=None,
-        help="With --engine ray: the cluster to join (e.g. auto, or ray://head:10001); "
+        help="With --engine ray: the cluster to join (auto: the one started on this node with "
+        "`ray start`; or HOST:6379); "
         "default: start a local cluster on this machine's cores.",
     )(command)
     return click.option(
