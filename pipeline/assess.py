@@ -21,14 +21,13 @@ from typing import Any
 import polars as pl
 
 from pipeline import explain, fraction, order_effect, quantities, verdicts
-from pipeline.contracts import table
+from pipeline.contracts import OUTPUT_TABLES, table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, UsageError
 from pipeline.policy import INTERVAL_METHODS, bound_problem, policy_sha256
 from pipeline.quantities import ATTEMPT
-from pipeline.store import Store, Transaction
+from pipeline.store import Store, Transaction, known_campaigns
 
-OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
 DEFAULT_BATCH = 2000
 """Attempts computed together: ~640k breakdown rows at 10 repetitions x 4 steps x 4 regions;
 larger batches gain little speed and raise the peak memory."""
@@ -153,19 +152,27 @@ def _apply_policy(campaigns: pl.DataFrame, changes: Mapping[str, Any]) -> pl.Dat
     )
 
 
+def gated_attempt(
+    assessments: pl.DataFrame, campaign_id: str, attempt_id: str | None = None
+) -> dict[str, Any]:
+    """The assessments row a CI gate decides on: ``attempt_id``, else the campaign's latest round
+    (the highest attempt id among attempts of that round)."""
+    rows = assessments.filter(pl.col("campaign_id") == campaign_id).sort("round", "attempt_id")
+    if rows.is_empty():
+        raise UsageError(f"--gate: campaign {campaign_id!r} has no attempts")
+    if attempt_id is None:
+        return rows.row(-1, named=True)
+    found = rows.filter(pl.col("attempt_id") == attempt_id)
+    if found.is_empty():
+        have = ", ".join(rows["attempt_id"].to_list()[-10:])
+        raise UsageError(
+            f"--attempt {attempt_id!r}: no such attempt in campaign {campaign_id!r} "
+            f"(latest attempts: {have})"
+        )
+    return found.row(0, named=True)
+
+
 # -- reading -------------------------------------------------------------------------------------
-def _campaign_ids(store: Store, wanted: Sequence[str] | None) -> list[str]:
-    if wanted is None:
-        return store.campaign_ids("campaigns")
-    # only the wanted partitions are looked at: one campaign of a large store stays fast
-    unknown = [c for c in wanted if not store.partition_file("campaigns", c).is_file()]
-    if unknown:
-        known = store.campaign_ids("campaigns")
-        hint = f" (the store {store.root} has: {', '.join(known)})" if known else ""
-        raise UsageError(f"unknown campaign {unknown[0]!r}{hint}")
-    return list(dict.fromkeys(wanted))
-
-
 def _scan(store: Store, name: str, todo: pl.DataFrame, sizes: Mapping[str, int]) -> pl.LazyFrame:
     """Rows of `todo`'s attempts: one scan over the campaigns computed whole, one over those
     computed in part, whose attempts are picked by a semi join (an `is_in` predicate on the
@@ -430,7 +437,7 @@ def assess(
     `compare=False` with a what-if that recomputes intervals skips the frozen policy's pass
     (`frozen` is then None: nothing to count changed verdicts against); calibrate uses it."""
     engine = engine or LocalEngine()
-    ids = _campaign_ids(store, campaign_ids)
+    ids = known_campaigns(store, campaign_ids)
     changes = overrides(what_if or {})
     integrity = store.read("integrity", ids)
     blocked = set(integrity["campaign_id"].to_list())

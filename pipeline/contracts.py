@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 PARTITION = "campaign_id"
+OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
+"""The tables `assess` writes (the others are written by ingest)."""
+BOOKKEEPING_COLUMNS = ("inputs_sha256", "campaign_sha256")
+"""Columns of `assessments` that record what an attempt was assessed from (to find stale rows);
+left out of what people read unless asked for."""
 
 ColumnType = Literal["string", "int64", "float64", "bool", "timestamp"]
 

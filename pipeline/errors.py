@@ -11,14 +11,14 @@ class ExitCode(IntEnum):
     USAGE = 2  # bad option, unknown campaign, bad SQL
     INTEGRITY = 3  # a campaign is blocked by an integrity error (contract §6)
     INTERNAL = 4  # a bug: an unexpected error, reported without a traceback unless --debug
-    NOT_PASS = 5  # the gated verdict is not PASS (ab; assess --gate)
+    NOT_PASS = 5  # the gated verdict is not PASS (assess --gate, ab)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM (a round is left as an aborted attempt)
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 some input rejected; 2 usage error (bad option, unknown "
     "campaign, bad query); 3 integrity error (a campaign is blocked); 4 internal error; "
-    "5 the gated verdict is not PASS (ab); 130 interrupted."
+    "5 the gated verdict is not PASS (assess --gate, ab); 130 interrupted."
 )
 
 

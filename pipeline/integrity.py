@@ -27,7 +27,9 @@ def _short(column: str) -> pl.Expr:
 
 
 def _attempt(text: pl.Expr) -> pl.Expr:
-    return pl.concat_str(pl.lit("attempt "), pl.col("attempt_id"), pl.lit(": "), text)
+    """The message says what is wrong, not where: the row's attempt_id (null: the campaign) says
+    that, and every display puts it in front once."""
+    return text
 
 
 def _policy(campaigns: pl.LazyFrame) -> pl.LazyFrame:
@@ -36,9 +38,7 @@ def _policy(campaigns: pl.LazyFrame) -> pl.LazyFrame:
         attempt_id=pl.lit(None, dtype=pl.String),
         code=pl.lit("policy_digest_mismatch"),
         message=pl.concat_str(
-            pl.lit("campaign "),
-            pl.col("campaign_id"),
-            pl.lit(": policy_sha256 "),
+            pl.lit("policy_sha256 "),
             _short("policy_sha256"),
             pl.lit(" does not match the sha256 of the canonical policy "),
             _short("policy_sha256_actual"),

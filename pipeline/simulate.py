@@ -371,7 +371,7 @@ def check_plan(
     if attempts < 1:
         raise UsageError(f"--attempts: must be >= 1, got {attempts}")
     if seed < 0:
-        raise UsageError(f"--seed: must be >= 0, got {seed}")
+        raise UsageError(f"--data-seed: must be >= 0, got {seed}")
 
 
 def simulate(

@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
@@ -522,3 +522,18 @@ class Store:
             finished = len(self._pending_journals())
             self._recover()
             return Repaired(finished, self._remove_stray_staging())
+
+
+def known_campaigns(store: Store, wanted: Sequence[str] | None = None) -> list[str]:
+    """The store's campaigns (``wanted`` None), else ``wanted`` once each in the order given; an
+    id the store does not have is a usage error naming the campaigns it has."""
+    if wanted is None:
+        return store.campaign_ids("campaigns")
+    # only the wanted partitions are looked at: one campaign of a large store stays fast
+    unknown = [c for c in wanted if not store.partition_file("campaigns", c).is_file()]
+    if unknown:
+        known = store.campaign_ids("campaigns")
+        have = ", ".join(known[:10]) + (" …" if len(known) > 10 else "")
+        hint = f"the store {store.root} " + (f"has: {have}" if known else "is empty")
+        raise UsageError(f"unknown campaign {unknown[0]!r} ({hint})")
+    return list(dict.fromkeys(wanted))

@@ -164,7 +164,7 @@ def integrity_row(campaign_id: str, code: str, attempt_id: str | None = "r1") ->
         "campaign_id": campaign_id,
         "attempt_id": attempt_id,
         "code": code,
-        "message": f"attempt {attempt_id}: {code}",
+        "message": f"{code} (what is wrong, as ingest words it)",
         "expected": "aaaa",
         "actual": "bbbb",
     }

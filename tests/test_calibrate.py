@@ -209,9 +209,9 @@ SMALL = ["calibrate", "--attempts", "12", "--repetitions", "3,5", "--resamples",
 
 
 def test_same_seed_gives_byte_identical_output(capsys: pytest.CaptureFixture[str]) -> None:
-    first = _cli([*SMALL, "--seed", "1", "--format", "json"], capsys)
-    assert _cli([*SMALL, "--seed", "1", "--format", "json"], capsys) == first
-    other = _cli([*SMALL, "--seed", "2", "--format", "json"], capsys)
+    first = _cli([*SMALL, "--data-seed", "1", "--format", "json"], capsys)
+    assert _cli([*SMALL, "--data-seed", "1", "--format", "json"], capsys) == first
+    other = _cli([*SMALL, "--data-seed", "2", "--format", "json"], capsys)
     document, different = json.loads(first), json.loads(other)
     assert (document["seed"], document["attempts"]) == (1, 12)
     assert document["model"]["resamples"] == 200

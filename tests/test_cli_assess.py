@@ -74,7 +74,8 @@ def test_blocked_campaign_lists_errors_and_exits_3(
     blocked = out[out.index("campaign b:") :].splitlines()
     assert blocked[:4] == [
         "campaign b: BLOCKED by 1 integrity error(s); no verdicts issued",
-        "  attempt r1: [mechanism_digest_mismatch] attempt r1: mechanism_digest_mismatch",
+        "  attempt r1: [mechanism_digest_mismatch] mechanism_digest_mismatch (what is wrong, as "
+        "ingest words it)",
         "    expected: aaaa",
         "    actual:   bbbb",
     ]
@@ -104,8 +105,27 @@ def test_json_has_comparisons_outcomes_and_errors(
 def test_csv_is_one_row_per_attempt(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(["assess", "c", "--store", str(store), "--format", "csv"], capsys)
     frame = pl.read_csv(io.StringIO(out))
-    assert code == 0 and frame.columns == table("assessments").names
+    digests = ("inputs_sha256", "campaign_sha256")
+    readable = [c for c in table("assessments").names if c not in digests]
+    assert code == 0 and frame.columns == readable
     assert frame["verdict"].to_list() == ["PASS", "FAIL"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_bookkeeping_digests_only_when_asked(
+    store: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    def columns(*extra: str) -> list[str]:
+        code, out, _ = cli(["assess", "c", "--store", str(store), "--format", fmt, *extra], capsys)
+        assert code == 0
+        if fmt == "csv":
+            return pl.read_csv(io.StringIO(out)).columns
+        return list(json.loads(out)["campaigns"][0]["attempts"][0])
+
+    plain, asked = columns(), columns("--digests")
+    assert "policy_sha256" in plain  # the policy's digest is not bookkeeping: people compare it
+    assert "inputs_sha256" not in plain and "campaign_sha256" not in plain
+    assert [c for c in asked if c not in plain] == ["inputs_sha256", "campaign_sha256"]
 
 
 def test_what_if_is_labelled_counted_and_not_stored(

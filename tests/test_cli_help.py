@@ -9,6 +9,7 @@ import click
 import pytest
 
 from pipeline.cli import cli, main
+from pipeline.errors import EXIT_CODES_HELP
 
 EXPECTED_COMMANDS = {"ingest", "assess", "query", "simulate", "calibrate", "report", "import",
                      "campaign", "round", "ab", "store"}  # fmt: skip
@@ -25,7 +26,8 @@ def test_help_has_an_example(name: str, capsys: pytest.CaptureFixture[str]) -> N
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "Example" in out, f"`explain-pipeline {name} --help` shows no example"
-    assert f"explain-pipeline {name}" in out
+    example = out[out.index("Example") :]  # the Usage line always names the command: skip it
+    assert f"explain-pipeline {name} " in example
 
 
 def test_top_level_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,3 +58,48 @@ def test_commands_are_click_commands_with_docstrings() -> None:
     for name, command in cli.commands.items():
         assert isinstance(command, click.Command)
         assert command.help, f"{name} has no help text"
+
+
+def every_command(group: click.Group = cli, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The path of every registered command and group, subcommands of groups included."""
+    found = [path]
+    for name, sub in sorted(group.commands.items()):
+        if isinstance(sub, click.Group):
+            found += every_command(sub, (*path, name))
+        else:
+            found.append((*path, name))
+    return found
+
+
+@pytest.mark.parametrize("path", every_command(), ids=lambda p: " ".join(p) or "(top)")
+def test_every_help_ends_with_the_exit_codes(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*path, "--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert out.endswith(" ".join(EXIT_CODES_HELP.split())), f"{' '.join(path)} --help"
+
+
+def test_exit_codes_help_names_every_exit_code() -> None:
+    from pipeline.errors import ExitCode
+
+    for code in ExitCode:
+        assert f"{int(code)} " in EXIT_CODES_HELP, code
+
+
+def test_one_spelling_of_output_and_format() -> None:
+    """Every option that writes a result is -o/--output (`-` meaning stdout); every --format
+    is the shared option."""
+    for path in every_command():
+        command: click.Command = cli
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        for param in command.params:
+            if "--output" in param.opts:
+                assert param.opts == ["-o", "--output"], path
+                assert "`-` writes to stdout" in (getattr(param, "help", "") or ""), path
+            if "--format" in param.opts:
+                assert (param.name, getattr(param, "help", None)) == ("fmt", "Output format."), path

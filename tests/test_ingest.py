@@ -213,7 +213,7 @@ def test_policy_digest_mismatch_is_stored_not_rejected(attempts_dir: Path, store
         actual,
     )
     assert row["message"] == (
-        f"campaign c1: policy_sha256 {'ab' * 6}… does not match the sha256 "
+        f"policy_sha256 {'ab' * 6}… does not match the sha256 "
         f"of the canonical policy {actual[:12]}…"
     )
 
@@ -310,7 +310,7 @@ def test_integrity_errors_is_a_pure_function_of_the_evidence() -> None:
         ("a1", "mechanism_digest_mismatch"),
     ]
     assert found["message"][1] == (
-        f"attempt a1: mechanism.json sha256 {'2' * 12}… differs from attempt.json "
+        f"mechanism.json sha256 {'2' * 12}… differs from attempt.json "
         f"mechanism_sha256 {'1' * 12}…"
     )
 
@@ -329,7 +329,7 @@ def test_mechanism_that_appears_after_the_first_ingest_is_a_change(
     digest = hashlib.sha256((tmp_path / "in/c1/r001/mechanism.json").read_bytes()).hexdigest()
     assert (row["code"], row["expected"], row["actual"]) == ("mechanism_changed", None, digest)
     assert row["message"] == (
-        f"attempt r001: mechanism.json (sha256 {digest[:12]}…) appeared "
+        f"mechanism.json (sha256 {digest[:12]}…) appeared "
         "after the attempt was first ingested"
     )
 

@@ -204,7 +204,7 @@ INTEGRITY: list[dict[str, Any]] = [
      "message": "campaign policy_sha256 aaa differs from the canonical policy's bbb"},
     {"attempt_id": "r001", "code": "declared_after_start", "expected": "2026-11-01T12:00:00Z",
      "actual": "2026-11-01T12:05:00Z",
-     "message": "attempt r001: declared_at <after> started_at"},
+     "message": "declared_at <after> started_at"},
 ]  # fmt: skip
 
 
@@ -587,7 +587,8 @@ def test_cli_unknown_campaign_is_a_usage_error(
 ) -> None:
     code, _, err = run_cli(["report", "nope", "--store", str(store.root)], capsys)
     assert code == 2
-    assert err.startswith("error: unknown campaign 'nope' in store")
+    have = ", ".join(sorted((BLOCKED, FRESH, GOOD)))
+    assert err == f"error: unknown campaign 'nope' (the store {store.root} has: {have})\n"
 
 
 def test_cli_campaign_never_assessed_says_to_run_assess(

@@ -127,12 +127,12 @@ def test_existing_campaign_is_refused_through_the_cli(
 
 def test_cli_writes_what_it_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["simulate", str(tmp_path), "--scenario", "gain", "--repetitions", "10",
-            "--attempts", "2", "--seed", "3", "--gain-factor", "0.5", "--sigma-run", "0"]
+            "--attempts", "2", "--data-seed", "3", "--gain-factor", "0.5", "--sigma-run", "0"]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
-        f"seed 3: 1 campaigns written to {tmp_path}"
+        f"data seed 3: 1 campaigns written to {tmp_path}"
     )
     runs = _lines(tmp_path / "gain-r10" / "r001" / "measurements.jsonl")
     ratio = [c["counters"]["dram_bytes"] / b["counters"]["dram_bytes"]

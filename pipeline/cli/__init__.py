@@ -9,11 +9,12 @@ import sys
 import click
 
 from pipeline import __version__
-from pipeline.errors import EXIT_CODES_HELP, ExitCode, ExplainError
+from pipeline.cli.common import Group
+from pipeline.errors import ExitCode, ExplainError
 
 
 @click.group(
-    epilog=EXIT_CODES_HELP,
+    cls=Group,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="explain-pipeline")

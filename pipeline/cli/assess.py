@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli.common import engine_options, format_option, store_option
+from pipeline.cli.common import command, engine_options, format_option, store_option
+from pipeline.contracts import BOOKKEEPING_COLUMNS
 from pipeline.engines import open_engine
-from pipeline.errors import UsageError
+from pipeline.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:  # Polars and the library load when the command runs, not for --help
     import polars as pl
@@ -26,7 +27,7 @@ _HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, 
             "share", "explanation", "verdict", "eligible", "best")  # fmt: skip
 
 
-@click.command("assess")
+@command("assess")
 @click.argument("campaign_id", required=False)
 @click.option("--all", "all_campaigns", is_flag=True, help="Assess every campaign in the store.")
 @store_option
@@ -37,8 +38,26 @@ _HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, 
     multiple=True,
     metavar="KEY=VALUE",
     help="Verdicts under another policy (decision, require_explanation, min_improvement_pct; "
-    "confidence, resamples, seed, min_pairs, interval recompute the intervals). Never stored. "
-    "Repeatable.",
+    "confidence, resamples, seed (the bootstrap seed), min_pairs, interval recompute the "
+    "intervals). Never stored. Repeatable.",
+)
+@click.option(
+    "--gate",
+    is_flag=True,
+    help="CI gate: exit 5 unless the final verdict of the gated attempt (--attempt, default the "
+    "latest round) is PASS. Needs a CAMPAIGN_ID; the frozen policy decides (no --what-if).",
+)
+@click.option(
+    "--attempt",
+    "gate_attempt",
+    metavar="ID",
+    default=None,
+    help="With --gate: the attempt to gate on (default: the campaign's latest round).",
+)
+@click.option(
+    "--digests",
+    is_flag=True,
+    help="json, csv: also the bookkeeping columns inputs_sha256 and campaign_sha256.",
 )
 @engine_options
 def assess_command(
@@ -49,6 +68,9 @@ def assess_command(
     what_if: tuple[str, ...],
     engine: str,
     ray_address: str | None,
+    gate: bool,
+    gate_attempt: str | None,
+    digests: bool,
 ) -> int:
     """Paired intervals, mechanical explanations and verdicts (docs/contract.md §4-§6).
 
@@ -65,9 +87,14 @@ def assess_command(
       explain-pipeline assess llama-decode-2026-11 --what-if decision=paired \\
           --what-if require_explanation=true
       explain-pipeline assess --all --engine ray --ray-address auto
+      explain-pipeline assess llama-decode-2026-11 --gate   # in CI: exit 5 unless PASS
     """
     if bool(campaign_id) == all_campaigns:
         raise UsageError("give one CAMPAIGN_ID or --all")
+    if gate and (all_campaigns or what_if):
+        raise UsageError("--gate needs one CAMPAIGN_ID and the frozen policy (no --all, --what-if)")
+    if gate_attempt is not None and not gate:
+        raise UsageError("--attempt is the attempt --gate decides on: give --gate too")
     from pipeline.assess import assess, parse_what_if
     from pipeline.store import Store
 
@@ -76,12 +103,32 @@ def assess_command(
     with open_engine(engine, ray_address) as runner:  # a bad engine option is reported first
         store = Store.open_existing(store_path)
         result = assess(store, wanted, what_if=overrides, engine=runner)
-    render = {"table": render_table, "json": render_json, "csv": render_csv}[fmt]
-    click.echo(render(result), nl=False)
+    if fmt == "table":
+        click.echo(render_table(result), nl=False)
+    else:
+        render = {"json": render_json, "csv": render_csv}[fmt]
+        click.echo(render(result, digests=digests), nl=False)
     if result.blocked.height:
         ids = ", ".join(result.blocked["campaign_id"].unique(maintain_order=True))
         click.echo(f"error: blocked by integrity errors: {ids}", err=True)
+        return int(result.exit_code)
+    if gate:
+        return _gate(result, campaign_id or "", gate_attempt)
     return int(result.exit_code)
+
+
+def _gate(result: AssessResult, campaign_id: str, attempt_id: str | None) -> int:
+    """One line on stderr; exit 0 when the gated attempt's final verdict is PASS, else 5."""
+    from pipeline.assess import gated_attempt
+
+    row = gated_attempt(result.assessments, campaign_id, attempt_id)
+    verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
+    where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
+    if row["verdict"] == "PASS":
+        click.echo(f"{where}: PASS", err=True)
+        return ExitCode.OK
+    click.echo(f"{where}: {verdict}, not PASS", err=True)
+    return ExitCode.NOT_PASS
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -214,7 +261,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _nested(result: AssessResult) -> pl.DataFrame:
+def _readable(frame: pl.DataFrame, digests: bool) -> pl.DataFrame:
+    """Without ``digests``, the bookkeeping columns are left out."""
+    return frame if digests else frame.drop(BOOKKEEPING_COLUMNS, strict=False)
+
+
+def _nested(result: AssessResult, digests: bool) -> pl.DataFrame:
     import polars as pl
 
     from pipeline.quantities import ATTEMPT
@@ -223,7 +275,7 @@ def _nested(result: AssessResult) -> pl.DataFrame:
         pl.struct(_COMPARISON_FIELDS).alias("comparisons")
     )
     outs = result.outcomes.group_by(ATTEMPT).agg(pl.struct(_OUTCOME_FIELDS).alias("outcomes"))
-    rows = result.assessments
+    rows = _readable(result.assessments, digests)
     if result.frozen is not None:  # what-if: the frozen policy's verdict beside the what-if one
         frozen = result.frozen.select(
             *ATTEMPT,
@@ -241,10 +293,10 @@ def _nested(result: AssessResult) -> pl.DataFrame:
     )
 
 
-def render_json(result: AssessResult) -> str:
+def render_json(result: AssessResult, *, digests: bool = False) -> str:
     import polars as pl
 
-    nested = _nested(result)
+    nested = _nested(result, digests)
     campaigns = []
     for cid in _campaign_order(result):
         errors = result.blocked.filter(pl.col("campaign_id") == cid)
@@ -265,13 +317,13 @@ def render_json(result: AssessResult) -> str:
     return json.dumps(_jsonable(document), indent=2, default=str) + "\n"
 
 
-def render_csv(result: AssessResult) -> str:
+def render_csv(result: AssessResult, *, digests: bool = False) -> str:
     """One row per attempt (assessments columns); integrity errors go to stderr."""
     import polars as pl
 
     if result.blocked.height:
         click.echo(_integrity_lines(result.blocked), err=True, nl=False)
-    frame = result.assessments
+    frame = _readable(result.assessments, digests)
     if result.what_if:
         label = " ".join(f"{k}={v}" for k, v in result.what_if.items())
         frame = frame.with_columns(pl.lit(label).alias("what_if"))

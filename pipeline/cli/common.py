@@ -1,10 +1,52 @@
-"""Options and error handling shared by every command."""
+"""What every command shares: the command class (its --help ends with the exit codes), the
+--store, --format and -o/--output options, and writing a result to a file or stdout."""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
+
+from pipeline.errors import EXIT_CODES_HELP, UsageError
+
+STDOUT = "-"
+"""`-o -` / `--output -`: write to stdout instead of a file."""
+
+
+class _ExitCodesEpilog:
+    """Appends the exit codes to the command's own epilog, so every --help ends with them."""
+
+    def __init__(self, *args: Any, epilog: str | None = None, **attrs: Any) -> None:
+        if not epilog:
+            epilog = EXIT_CODES_HELP
+        elif EXIT_CODES_HELP not in epilog:
+            epilog = f"{epilog}\n\n{EXIT_CODES_HELP}"
+        super().__init__(*args, epilog=epilog, **attrs)  # type: ignore[call-arg]
+
+
+class Command(_ExitCodesEpilog, click.Command):
+    """Every command of the CLI: its --help ends with the exit codes."""
+
+
+class Group(_ExitCodesEpilog, click.Group):
+    """A group of commands; its subcommands and subgroups get the same classes."""
+
+    command_class = Command
+    group_class = type  # subgroups are Groups too
+
+
+def command(name: str, **attrs: Any) -> Callable[[Callable[..., Any]], Command]:
+    """``@click.command`` with the shared Command class (use it for every new command)."""
+    return click.command(name, cls=Command, **attrs)
+
+
+def group(name: str, **attrs: Any) -> Callable[[Callable[..., Any]], Group]:
+    """``@click.group`` with the shared Group class."""
+    return click.group(name, cls=Group, **attrs)
+
 
 store_option = click.option(
     "--store",
@@ -16,6 +58,7 @@ store_option = click.option(
 
 
 def format_option(*choices: str, default: str = "table") -> Any:
+    """The one --format option: the first choices are the command's own."""
     return click.option(
         "--format",
         "fmt",
@@ -45,3 +88,45 @@ def engine_options(command: Any) -> Any:
         help="Run the per-campaign work in this process, or as Ray tasks (needs the ray "
         "extra: pip install 'explain-pipeline[ray]'); the results are the same.",
     )(command)
+
+
+def output_option(help_text: str, *, dir_okay: bool = False) -> Any:
+    """The one -o/--output option; ``-`` means stdout wherever a file is written."""
+    return click.option(
+        "-o",
+        "--output",
+        "output",
+        type=click.Path(dir_okay=dir_okay, allow_dash=True),
+        default=None,
+        metavar="DIR" if dir_okay else "FILE",
+        help=f"{help_text} `-` writes to stdout.",
+    )
+
+
+def is_stdout(output: str | Path | None) -> bool:
+    return output is not None and str(output) == STDOUT
+
+
+def write_output(output: str | Path | None, data: str | bytes) -> Path | None:
+    """Write ``data`` to the file ``output`` or, for None or ``-``, to stdout. Returns the file
+    written, or None."""
+    if output is None or is_stdout(output):
+        if isinstance(data, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            click.echo(data, nl=False)
+        return None
+    path = Path(output)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a folder; give a file name")
+    try:
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            with path.open("w", encoding="utf-8", newline="") as handle:
+                handle.write(data)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    return path

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from pipeline.cli.common import command, is_stdout, output_option
 from pipeline.errors import ExitCode
 from pipeline.importers import FORMATS, import_run
 
 
-@click.command("import")
+@command("import")
 @click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMATS))
 @click.argument("files", metavar="FILE...", nargs=-1, required=True)
 @click.option(
@@ -44,12 +45,9 @@ from pipeline.importers import FORMATS, import_run
     metavar="OLD=NEW",
     help="Rename a region or counter (repeatable; two names renamed to one are added).",
 )
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Append the line to this measurements.jsonl (refused if the run is already in it); "
-    "default: print it.",
+@output_option(
+    "Append the line to this measurements.jsonl (refused if the run is already in it); "
+    "default: print it."
 )
 def import_command(
     fmt: str,
@@ -60,7 +58,7 @@ def import_command(
     step_pattern: str | None,
     region_pattern: str | None,
     renames: tuple[str, ...],
-    output: Path | None,
+    output: str | None,
 ) -> int:
     """Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).
 
@@ -72,10 +70,11 @@ def import_command(
     \b
     Example:
       explain-pipeline import kineto trace-b0.json.gz --side baseline --repetition 0 \\
-          --output attempts/c1/r1/measurements.jsonl
+          -o attempts/c1/r1/measurements.jsonl
       explain-pipeline import nsys report_nvtx_sum.csv report_cuda_api_sum.csv \\
           --side candidate --repetition 3 --metric 0.0421 --rename decode=attention
     """
+    target = None if output is None or is_stdout(output) else Path(output)
     line, imported = import_run(
         fmt,
         files,
@@ -85,12 +84,12 @@ def import_command(
         step_pattern=step_pattern,
         region_pattern=region_pattern,
         renames=renames,
-        output=output,
+        output=target,
     )
     steps = len(line.get("breakdown", {}))
     click.echo(
         f"imported {imported.provenance}: {steps} steps, "
-        f"{len(line.get('counters', {}))} counters -> {output or 'stdout'}",
+        f"{len(line.get('counters', {}))} counters -> {target or 'stdout'}",
         err=True,
     )
     for note in imported.notes:

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeline.cli.common import engine_options, store_option
+from pipeline.cli.common import command, engine_options, store_option
 from pipeline.engines import open_engine
-from pipeline.errors import EXIT_CODES_HELP, ExitCode
+from pipeline.errors import ExitCode
 
 if TYPE_CHECKING:
     from pipeline.ingest import IngestReport
 
 
-@click.command("ingest", epilog=EXIT_CODES_HELP)
+@command("ingest")
 @click.argument("source", type=click.Path(path_type=Path))
 @store_option
 @engine_options

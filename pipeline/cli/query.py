@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 
 import click
 
-from pipeline.cli.common import format_option, store_option
-from pipeline.errors import EXIT_CODES_HELP, ExitCode, UsageError
+from pipeline.cli.common import command, format_option, output_option, store_option, write_output
+from pipeline.errors import ExitCode, UsageError
 from pipeline.query import FORMATS, load_named_queries
 
 
-@click.command("query", epilog=EXIT_CODES_HELP)
+@command("query")
 @click.argument("sql", required=False)
 @click.option("--name", "name", metavar="NAME", help="Run the named query NAME (see --list).")
 @click.option("--list", "list_", is_flag=True, help="List the named queries and exit.")
 @format_option(*FORMATS)
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the result to FILE instead of stdout (required by --format parquet).",
-)
+@output_option("Write the result to FILE instead of stdout (required by --format parquet).")
 @click.option(
     "--allow-files",
     is_flag=True,
@@ -33,7 +29,7 @@ def query_command(
     name: str | None,
     list_: bool,
     fmt: str,
-    output: Path | None,
+    output: str | None,
     allow_files: bool,
     store_path: str | None,
 ) -> int:
@@ -48,7 +44,8 @@ def query_command(
     Example:
       explain-pipeline query "SELECT campaign_id, count(*) FROM samples GROUP BY 1"
       explain-pipeline query --list
-      explain-pipeline query --name runs_per_side --format csv --output runs.csv
+      explain-pipeline query --name runs_per_side --format csv -o runs.csv
+      explain-pipeline query --name best_attempts --format json -o -
     """
     if list_:
         click.echo(_listing())
@@ -56,17 +53,21 @@ def query_command(
     if (sql is None) == (name is None):
         raise UsageError("give either SQL or --name NAME (or --list)")
     if fmt == "parquet" and output is None:
-        raise UsageError("--format parquet needs --output FILE")
+        raise UsageError("--format parquet needs -o FILE (or -o - for stdout: Parquet is binary)")
     text = sql if sql is not None else _named(name or "")
-    from pipeline.query import open_store, run_sql, write_result
+    from pipeline.query import open_store, render, run_sql
     from pipeline.store import resolve_store_path
 
     frame = run_sql(open_store(resolve_store_path(store_path)), text, allow_files=allow_files)
-    rendered = write_result(frame, fmt, output)  # type: ignore[arg-type]
-    if rendered is None:
-        click.echo(f"wrote {frame.height} rows to {output}", err=True)
+    if fmt == "parquet":
+        buffer = io.BytesIO()
+        frame.write_parquet(buffer)
+        data: str | bytes = buffer.getvalue()
     else:
-        click.echo(rendered, nl=False)
+        data = render(frame, fmt)  # type: ignore[arg-type]
+    written = write_output(output, data)
+    if written is not None:
+        click.echo(f"wrote {frame.height} rows to {written}", err=True)
     return ExitCode.OK
 
 

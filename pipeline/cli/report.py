@@ -6,21 +6,24 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.common import store_option
+from pipeline.cli.common import command, is_stdout, output_option, store_option, write_output
 from pipeline.errors import ExitCode, UsageError
 
 
-@click.command("report")
+@command("report")
 @click.argument("campaign_id", required=False)
 @click.option("--all", "all_campaigns", is_flag=True, help="Report every campaign, with an index.")
 @store_option
+@output_option(
+    "File to write (default report-CAMPAIGN_ID.html); with --all, the folder for index.html "
+    "and one campaign-ID.html per campaign (default ./report). With a CAMPAIGN_ID,",
+    dir_okay=True,
+)
 @click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=True),
-    default=None,
-    help="File to write (default report-CAMPAIGN_ID.html); with --all, the folder for "
-    "index.html and one campaign-ID.html per campaign (default ./report).",
+    "--shared-plotly",
+    is_flag=True,
+    help="With --all: write plotly.js once into the folder, loaded by every page, instead of "
+    "inlining it (about 4.8 MB) in each; the pages then work only beside that file.",
 )
 @click.option(
     "--what-if",
@@ -35,6 +38,7 @@ def report(
     all_campaigns: bool,
     store_path: str | None,
     output: str | None,
+    shared_plotly: bool,
     what_if: tuple[str, ...],
 ) -> int:
     """Write a self-contained HTML report (works offline) and print its path.
@@ -48,22 +52,36 @@ def report(
       explain-pipeline report llama-decode-2026-11 -o report.html
       explain-pipeline report llama-decode-2026-11 --what-if decision=paired
       explain-pipeline report --all -o report/
+      explain-pipeline report --all -o report/ --shared-plotly   # many campaigns
     """
-    from pipeline.report import default_output, write_all, write_report  # plotly: only here
+    from pipeline.report import (  # plotly: only here
+        default_output,
+        load_campaign,
+        render_campaign,
+        write_all,
+        write_report,
+    )
 
     if all_campaigns == (campaign_id is not None):
         raise UsageError("give either a CAMPAIGN_ID or --all")
+    if all_campaigns and is_stdout(output):
+        raise UsageError("-o -: only one campaign's page goes to stdout; give a folder with --all")
+    if shared_plotly and not all_campaigns:
+        raise UsageError("--shared-plotly needs --all (a single page carries plotly.js itself)")
     from pipeline.assess import overrides, parse_what_if
     from pipeline.store import Store
 
     store = Store.open_existing(store_path)
     changes = parse_what_if(what_if) or None
     overrides(changes or {})  # a bad key or value is a usage error, also for a blocked campaign
+    if campaign_id is not None and is_stdout(output):
+        write_output(output, render_campaign(load_campaign(store, campaign_id, what_if=changes)))
+        return ExitCode.OK
     out = Path(output) if output else default_output(campaign_id)
     if campaign_id is not None:
         click.echo(write_report(store, campaign_id, out, what_if=changes))
         return ExitCode.OK
-    result = write_all(store, out, what_if=changes)
+    result = write_all(store, out, what_if=changes, shared_plotly=shared_plotly)
     for cid in result.not_assessed:
         click.echo(
             f"warning: {cid}: not assessed, no page (run `explain-pipeline assess {cid}`)", err=True

@@ -9,7 +9,8 @@ from typing import Any, cast
 
 import click
 
-from pipeline.errors import ExitCode
+from pipeline.cli.common import command, format_option
+from pipeline.errors import ExitCode, UsageError
 from pipeline.simulate import Model
 
 _MODEL_HELP: dict[str, str] = {
@@ -34,7 +35,8 @@ _MODEL_HELP: dict[str, str] = {
     "min_improvement_pct": "Policy gate min_improvement_pct of the simulated campaigns.",
     "resamples": "Policy bootstrap resamples of the simulated campaigns.",
     "confidence": "Policy interval confidence of the simulated campaigns.",
-    "policy_seed": "Policy bootstrap seed of the simulated campaigns (not the data seed).",
+    "policy_seed": "The simulated campaigns' policy field seed: the bootstrap seed (what "
+    "`assess --what-if seed=N` overrides); not the data seed.",
     "min_pairs": "Policy min_pairs of the simulated campaigns.",
 }
 
@@ -74,9 +76,14 @@ repetitions_option = click.option(
     callback=_parse_repetitions,
     help="Repetition counts, one campaign per count and scenario.",
 )
-seed_option = click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Data seed."
-)
+# "seed" alone always means the policy's bootstrap seed (policy field `seed`, `--what-if seed=N`,
+# here --policy-seed); the generator of the simulated runs has its own name, --data-seed.
+def _old_seed(_ctx: Any, _param: Any, value: int | None) -> None:
+    if value is not None:
+        raise UsageError(
+            "--seed is now --data-seed (the seed of the simulated data); the simulated "
+            "campaigns' bootstrap seed is --policy-seed"
+        )
 
 
 def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
@@ -89,7 +96,20 @@ def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
     return names
 
 
-@click.command("simulate")
+def seed_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    data_seed = click.option(
+        "--data-seed", "seed", type=click.IntRange(min=0), default=0, show_default=True,
+        help="Seed of the simulated data: the same seed gives byte-identical output. (The "
+        "bootstrap seed of the simulated policy is --policy-seed.)",
+    )
+    old = click.option(
+        "--seed", "old_seed", type=int, default=None, hidden=True, expose_value=False,
+        callback=_old_seed,
+    )
+    return data_seed(old(command))
+
+
+@command("simulate")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
     "--scenario",
@@ -130,12 +150,13 @@ def simulate_command(
 
     One campaign per scenario and repetition count (aa-r03, gain-r10, ...), each with
     ATTEMPTS attempts that declare: attention decrease, dram_bytes decrease, sampling
-    unchanged. The policy is the median rule without the explanation gate. The same seed
-    gives byte-identical files.
+    unchanged. The policy is the median rule without the explanation gate. The same
+    --data-seed gives byte-identical files.
 
     \b
     Example:
-      explain-pipeline simulate /tmp/sim --scenario aa --repetitions 5 --attempts 50
+      explain-pipeline simulate /tmp/sim --scenario aa --repetitions 5 --attempts 50 \\
+          --data-seed 1
       explain-pipeline ingest /tmp/sim && explain-pipeline assess --all
     """
     from pipeline.simulate import SCENARIOS, Noise, Order, Scenario, simulate
@@ -147,11 +168,11 @@ def simulate_command(
     )
     for campaign in written:
         click.echo(f"{campaign.path}: {campaign.attempts} attempts")
-    click.echo(f"seed {seed}: {len(written)} campaigns written to {out_dir}")
+    click.echo(f"data seed {seed}: {len(written)} campaigns written to {out_dir}")
     return ExitCode.OK
 
 
-@click.command("calibrate")
+@command("calibrate")
 @click.option(
     "--attempts", type=click.IntRange(min=1), default=2000, show_default=True,
     help="Attempts per scenario, noise and repetition count.",
@@ -168,6 +189,7 @@ def simulate_command(
     "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
     show_default=True, help="Output format.",
 )
+@format_option("table", "json", "csv")
 @model_options
 def calibrate_command(
     attempts: int, seed: int, repetitions: tuple[int, ...], noises: tuple[str, ...], fmt: str,
@@ -181,7 +203,7 @@ def calibrate_command(
     prints: coverage of the metric interval, A/A false PASS of the paired rule and paired +
     require_explanation, false explanations, the paired estimate's bias, the gain scenario's
     PASS and explained shares, the mean explained fraction of both gain scenarios, and the
-    median rule's rates. The same seed gives byte-identical output. A progress bar is shown
+    median rule's rates. The same --data-seed gives byte-identical output. A progress bar is shown
     on stderr when it is a terminal.
 
     \b

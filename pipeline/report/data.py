@@ -9,15 +9,13 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.contracts import table
+from pipeline.contracts import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
-from pipeline.store import Store
+from pipeline.store import Store, known_campaigns
 
 # Columns of the verdict table: the `assessments` columns (bookkeeping digests left out).
 VERDICT_COLUMNS = tuple(
-    c
-    for c in table("assessments").names
-    if c not in ("campaign_id", "inputs_sha256", "campaign_sha256")
+    c for c in table("assessments").names if c not in ("campaign_id", *BOOKKEEPING_COLUMNS)
 )
 
 
@@ -57,12 +55,7 @@ class CampaignData:
 
 def known_campaign(store: Store, campaign_id: str) -> None:
     """Raise UsageError naming the campaigns the store has when ``campaign_id`` is not one."""
-    known = store.campaign_ids("campaigns")
-    if campaign_id not in known:
-        have = ", ".join(known[:10]) + (" …" if len(known) > 10 else "") if known else "none"
-        raise UsageError(
-            f"unknown campaign {campaign_id!r} in store {store.root} (campaigns: {have})"
-        )
+    known_campaigns(store, [campaign_id])
 
 
 def stale_attempts(
@@ -97,9 +90,6 @@ def stale_attempts(
         .filter(pl.col("problem").is_not_null())
         .sort("attempt_id")
     )
-
-
-OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
 
 
 def pair_ratios(samples: pl.DataFrame, better: str) -> pl.DataFrame:

@@ -537,19 +537,28 @@ def footer_html() -> str:
     )
 
 
-def page(title: str, body: str, *, with_plots: bool) -> str:
+def plotly_element(with_plots: bool, plotly_src: str | None) -> str:
+    """plotly.js inlined (the page stands alone), or loaded from a file beside the page."""
+    if plotly_src is not None:
+        return f'<script id="plotlyjs" src="{esc(plotly_src)}"></script>'
+    return f'<script id="plotlyjs">{get_plotlyjs() if with_plots else ""}</script>'
+
+
+def page(title: str, body: str, *, with_plots: bool, plotly_src: str | None = None) -> str:
     template = Template(TEMPLATE.read_text(encoding="utf-8"))
     return template.substitute(
         title=esc(title),
         version=esc(__version__),
         body=body,
-        plotlyjs=get_plotlyjs() if with_plots else "",
+        plotlyjs=plotly_element(with_plots, plotly_src if with_plots else None),
         config=script_json(PLOT_CONFIG),
     )
 
 
-def render_campaign(data: CampaignData, *, index_href: str | None = None) -> str:
-    """The whole HTML page of one campaign."""
+def render_campaign(
+    data: CampaignData, *, index_href: str | None = None, plotly_src: str | None = None
+) -> str:
+    """The whole HTML page of one campaign (``plotly_src``: load plotly.js from that file)."""
     if data.blocked:
         sections = integrity_html(data)
     else:
@@ -564,7 +573,8 @@ def render_campaign(data: CampaignData, *, index_href: str | None = None) -> str
         + "</main>"
         + footer_html()
     )
-    return page(f"{data.campaign_id} · explain-pipeline report", body, with_plots=not data.blocked)
+    title = f"{data.campaign_id} · explain-pipeline report"
+    return page(title, body, with_plots=not data.blocked, plotly_src=plotly_src)
 
 
 # -- the index -------------------------------------------------------------------------------------
