@@ -85,4 +85,4 @@ def test_rename_of_a_name_that_is_absent_is_noted(capsys: pytest.CaptureFixture[
     args = ["kineto", TRACE, "--side", "baseline", "--repetition", "0", "--rename", "nope=x"]
     code, _, err = _run(args, capsys)
     assert code == 0
-    assert 'note: --rename nope=…: no region or counter is named "nope"' in err
+    assert 'note: --rename nope=…: no step, region or counter is named "nope"' in err

@@ -1,4 +1,5 @@
-"""The ``import`` command: profiler files of one run -> one measurement line (contract §2.4)."""
+"""The ``import`` command: profiler files of one run -> one measurement line (contract §2.4); or,
+with --batch, a folder of runs -> one line per run."""
 
 from __future__ import annotations
 
@@ -7,18 +8,35 @@ from pathlib import Path
 import click
 
 from pipeline.cli.common import command, is_stdout, output_option
-from pipeline.errors import ExitCode
-from pipeline.importers import FORMATS, import_run
+from pipeline.errors import ExitCode, UsageError
+from pipeline.importers import DEFAULT_NAME_PATTERN, FORMATS, import_folder, import_run
 
 
 @command("import")
 @click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMATS))
-@click.argument("files", metavar="FILE...", nargs=-1, required=True)
+@click.argument("files", metavar="FILE...", nargs=-1)
 @click.option(
-    "--side", type=click.Choice(["baseline", "candidate"]), required=True, help="Side of the run."
+    "--side", type=click.Choice(["baseline", "candidate"]), default=None, help="Side of the run."
 )
 @click.option(
-    "--repetition", type=click.IntRange(min=0), required=True, help="Repetition index (>= 0)."
+    "--repetition", type=click.IntRange(min=0), default=None, help="Repetition index (>= 0)."
+)
+@click.option(
+    "--batch",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="FOLDER",
+    help="Import every run of FOLDER in one process: side and repetition come from each file "
+    "name (--name-pattern); files of one run are its captures. Instead of FILE, --side and "
+    "--repetition.",
+)
+@click.option(
+    "--name-pattern",
+    default=None,
+    metavar="REGEX",
+    help="With --batch: searched in each file name, with named groups side (baseline, candidate, "
+    f"or b, base, c, cand) and repetition. Default: {DEFAULT_NAME_PATTERN}",
 )
 @click.option(
     "--metric",
@@ -31,7 +49,7 @@ from pipeline.importers import FORMATS, import_run
     "--step-pattern",
     default=None,
     help="kineto: user annotations whose whole name matches this regex are the steps "
-    "(default: ProfilerStep#N, named step-N).",
+    "(default: ProfilerStep#N, named step-N; without them, annotations named like step-N).",
 )
 @click.option(
     "--region-pattern",
@@ -43,17 +61,19 @@ from pipeline.importers import FORMATS, import_run
     "renames",
     multiple=True,
     metavar="OLD=NEW",
-    help="Rename a region or counter (repeatable; two names renamed to one are added).",
+    help="Rename a step, region or counter (repeatable; two names renamed to one are added).",
 )
 @output_option(
-    "Append the line to this measurements.jsonl (refused if the run is already in it); "
-    "default: print it."
+    "Append the line(s) to this measurements.jsonl (refused if a run is already in it); "
+    "default: print them."
 )
 def import_command(
     fmt: str,
     files: tuple[str, ...],
-    side: str,
-    repetition: int,
+    side: str | None,
+    repetition: int | None,
+    folder: Path | None,
+    name_pattern: str | None,
     metric: float | None,
     step_pattern: str | None,
     region_pattern: str | None,
@@ -65,16 +85,41 @@ def import_command(
     FORMAT is kineto (PyTorch profiler Chrome trace, .json or .json.gz), nsys (nsys stats
     --format csv reports), ncu (ncu --csv details or raw page) or msprof (msprof / torch_npu
     CSV summaries). Several FILEs of one run are combined; nsys takes per-step files as
-    STEP=PATH. Source and notes go to stderr. See docs/import.md.
+    STEP=PATH. With --batch, a whole folder of runs becomes one line per run. Source and notes
+    go to stderr. See docs/import.md.
 
     \b
     Example:
       explain-pipeline import kineto trace-b0.json.gz --side baseline --repetition 0 \\
           -o attempts/c1/r1/measurements.jsonl
+      explain-pipeline import kineto --batch traces/ -o attempts/c1/r1/measurements.jsonl
       explain-pipeline import nsys report_nvtx_sum.csv report_cuda_api_sum.csv \\
           --side candidate --repetition 3 --metric 0.0421 --rename decode=attention
     """
     target = None if output is None or is_stdout(output) else Path(output)
+    if folder is not None:
+        if files or side is not None or repetition is not None or metric is not None:
+            raise UsageError(
+                "--batch reads side and repetition from the file names and the metric from the "
+                "files: give no FILE, --side, --repetition or --metric"
+            )
+        lines, notes = import_folder(
+            fmt,
+            folder,
+            name_pattern=name_pattern,
+            step_pattern=step_pattern,
+            region_pattern=region_pattern,
+            renames=renames,
+            output=target,
+        )
+        click.echo(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}", err=True)
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+        return ExitCode.OK
+    if name_pattern is not None:
+        raise UsageError("--name-pattern goes with --batch FOLDER")
+    if not files or side is None or repetition is None:
+        raise UsageError("give FILE..., --side and --repetition (or --batch FOLDER)")
     line, imported = import_run(
         fmt,
         files,

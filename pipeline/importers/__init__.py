@@ -133,8 +133,21 @@ def _number(value: Decimal) -> int | float:
 
 
 def unused_renames(imported: Imported, renames: Mapping[str, str]) -> list[str]:
-    names = set(imported.counters) | {r for regions in imported.breakdown.values() for r in regions}
+    names = set(imported.counters) | set(imported.breakdown)
+    names |= {r for regions in imported.breakdown.values() for r in regions}
     return [old for old in renames if old not in names]
+
+
+def _renamed_steps(
+    breakdown: Mapping[str, Mapping[str, Decimal]], renames: Mapping[str, str]
+) -> dict[str, dict[str, Decimal]]:
+    """Steps renamed like regions; two steps renamed to one are added region by region."""
+    out: dict[str, dict[str, Decimal]] = {}
+    for step, regions in breakdown.items():
+        merged = out.setdefault(renames.get(step, step), {})
+        for region, value in _renamed(regions, renames).items():
+            merged[region] = merged.get(region, Decimal(0)) + value
+    return out
 
 
 def build_line(
@@ -163,8 +176,8 @@ def build_line(
         "metric": metric_value,
     }
     breakdown = {
-        step: {region: _number(v) for region, v in sorted(_renamed(regions, renames).items())}
-        for step, regions in imported.breakdown.items()
+        step: {region: _number(v) for region, v in sorted(regions.items())}
+        for step, regions in _renamed_steps(imported.breakdown, renames).items()
         if regions
     }
     if breakdown:
@@ -227,25 +240,35 @@ def _existing_runs(output: Path) -> set[tuple[str, int]]:
 
 def write_line(line: Mapping[str, Any], output: Path | None) -> None:
     """Append the line to ``output`` (refusing a run already there), or print it."""
-    text = json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+    write_lines([line], output)
+
+
+def write_lines(lines: Sequence[Mapping[str, Any]], output: Path | None) -> None:
+    """Append the lines to ``output`` in one write (refusing any run already there, so nothing
+    is written then), or print them."""
+    text = "".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n"
+                   for line in lines)  # fmt: skip
     if output is None:
-        sys.stdout.write(text + "\n")
+        sys.stdout.write(text)
         return
     if output.exists():
-        key = (str(line["side"]), int(line["repetition"]))
-        if key in _existing_runs(output):
-            raise fail(
-                output,
-                None,
-                f"expected a new run, got side {key[0]} repetition {key[1]} already in the file",
-            )
+        existing = _existing_runs(output)
+        for line in lines:
+            key = (str(line["side"]), int(line["repetition"]))
+            if key in existing:
+                raise fail(
+                    output,
+                    None,
+                    f"expected a new run, got side {key[0]} repetition {key[1]} already in the "
+                    "file",
+                )
         body = read_input(output)
         prefix = "" if not body or body.endswith(b"\n") else "\n"
     else:
         prefix = ""
     try:
         with output.open("a", encoding="utf-8") as handle:
-            handle.write(prefix + text + "\n")
+            handle.write(prefix + text)
     except OSError as exc:
         raise fail(output, None, f"cannot write the file: {exc.strerror or exc}") from None
 
@@ -274,7 +297,9 @@ def import_line(
     imported = read_run(fmt, parse_inputs(arguments), options)
     line = build_line(imported, side=side, repetition=repetition, metric=metric, renames=mapping)
     for old in unused_renames(imported, mapping):
-        imported.notes.append(f"--rename {old}=…: no region or counter is named {quoted(old)}")
+        imported.notes.append(
+            f"--rename {old}=…: no step, region or counter is named {quoted(old)}"
+        )
     return line, imported
 
 
@@ -304,3 +329,94 @@ def import_run(
     )
     write_line(line, output)
     return line, imported
+
+
+# ------------------------------------------------------------------------------- a whole folder
+
+DEFAULT_NAME_PATTERN = r"(?P<side>baseline|candidate)[-_.]?r?(?P<repetition>\d+)"
+"""File names like ``baseline-r3-a.json.gz`` or ``candidate_7.json``: searched in the file name."""
+_SIDES: dict[str, Side] = {
+    **dict.fromkeys(("b", "base", "baseline"), "baseline"),
+    **dict.fromkeys(("c", "cand", "candidate"), "candidate"),
+}
+
+
+@dataclass(frozen=True)
+class FolderRun:
+    side: Side
+    repetition: int
+    files: tuple[Path, ...]
+
+
+def runs_in_folder(
+    folder: Path, name_pattern: str | None = None
+) -> tuple[list[FolderRun], list[Path]]:
+    """Group the files of ``folder`` into runs by side and repetition, read from each file name
+    with ``name_pattern`` (named groups ``side`` and ``repetition``; several files of one run are
+    its captures). Returns the runs, by repetition then side, and the files that did not match."""
+    pattern = compile_pattern("--name-pattern", name_pattern or DEFAULT_NAME_PATTERN)
+    assert pattern is not None
+    if not {"side", "repetition"} <= set(pattern.groupindex):
+        raise UsageError(
+            f"--name-pattern {quoted(pattern.pattern)}: expected the named groups "
+            "(?P<side>...) and (?P<repetition>...)"
+        )
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder")
+    grouped: dict[tuple[Side, int], list[Path]] = {}
+    skipped: list[Path] = []
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")):
+        match = pattern.search(path.name)
+        if match is None:
+            skipped.append(path)
+            continue
+        side = _SIDES.get(match.group("side").casefold())
+        if side is None:
+            raise UsageError(
+                f"{path}: side {quoted(match.group('side'))} from --name-pattern: expected "
+                "baseline or candidate (or b, base, c, cand)"
+            )
+        try:
+            repetition = int(match.group("repetition"))
+        except ValueError:
+            raise UsageError(
+                f"{path}: repetition {quoted(match.group('repetition'))} from --name-pattern: "
+                "expected an integer"
+            ) from None
+        grouped.setdefault((side, repetition), []).append(path)
+    if not grouped:
+        raise UsageError(f"{folder}: no file name matches --name-pattern {quoted(pattern.pattern)}")
+    order = sorted(grouped, key=lambda key: (key[1], key[0]))
+    return [FolderRun(s, r, tuple(grouped[s, r])) for s, r in order], skipped
+
+
+def import_folder(
+    fmt: str,
+    folder: Path,
+    *,
+    name_pattern: str | None = None,
+    step_pattern: str | None = None,
+    region_pattern: str | None = None,
+    renames: Sequence[str] = (),
+    output: Path | None = None,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every run of a folder of profiler files, in one process: one line per run, all checked
+    before any is written (a bad file writes nothing), then appended to ``output`` or printed.
+    Returns the lines and the notes."""
+    runs, skipped = runs_in_folder(folder, name_pattern)
+    lines: list[dict[str, Any]] = []
+    notes = [f"{path}: file name does not match --name-pattern; skipped" for path in skipped]
+    for run in runs:
+        line, imported = import_line(
+            fmt,
+            [str(p) for p in run.files],
+            side=run.side,
+            repetition=run.repetition,
+            step_pattern=step_pattern,
+            region_pattern=region_pattern,
+            renames=renames,
+        )
+        lines.append(line)
+        notes += imported.notes
+    write_lines(lines, output)
+    return lines, list(dict.fromkeys(notes))

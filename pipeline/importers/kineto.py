@@ -1,14 +1,17 @@
 """PyTorch profiler / Kineto Chrome traces (plain or .gz) -> steps, regions and counters.
 
 Steps are ``ProfilerStep#N`` user annotations (named ``step-N``), or the annotations matched by
-``--step-pattern`` (named as written), or, when there are none, one step ``all`` spanning the CPU
-events. A CPU event belongs to the step whose window contains its start. Regions are the other
-user annotations, each with its own inclusive CPU time: nested ranges are never added to their
-parents, and a name nested inside itself is counted once (the union of its ranges on a thread,
-summed over threads). With GPU events, a kernel belongs to the step and the annotations of the
-launch that issued it (joined on ``args.correlation``), not to the window it runs in:
-``gpu:<annotation>`` is the union of the kernel intervals launched inside that annotation and
-``gpu_busy`` the union of every kernel launched in the step, across streams.
+``--step-pattern`` (named as written); without either, user annotations named like steps
+(``step-3``, ``train_step_7``, ``iteration 2``: the word step, iter or iteration and a number) are
+the steps, as written, with a note saying so; else one step ``all`` spans the CPU events, and a
+note names any numbered family of annotations (``decode-0``, ``decode-1``, ...) that could be steps
+through ``--step-pattern``. A CPU event belongs to the step whose window contains its start.
+Regions are the other user annotations, each with its own inclusive CPU time: nested ranges are
+never added to their parents, and a name nested inside itself is counted once (the union of its
+ranges on a thread, summed over threads). With GPU events, a kernel belongs to the step and the
+annotations of the launch that issued it (joined on ``args.correlation``), not to the window it
+runs in: ``gpu:<annotation>`` is the union of the kernel intervals launched inside that annotation
+and ``gpu_busy`` the union of every kernel launched in the step, across streams.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
-from pipeline.importers.common import fail, quoted, read_input
+from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
 from pipeline.importers.kineto_stream import read_events
 from pipeline.importers.naming import (
     API_SUFFIX,
@@ -37,6 +40,9 @@ from pipeline.importers.naming import (
 )
 
 DEFAULT_STEP = re.compile(r"ProfilerStep#(\d+)")
+STEP_LIKE = re.compile(r"(?i)(?:.*[-_. ])?(?:step|iter|iteration)[-_#. ]?\d+")
+NUMBERED = re.compile(r"(.*?[^\d])(\d+)")  # a name and its trailing number: decode-12
+STEP_SCHEMA = {"step": pl.String, "idx": pl.Int64, "s_start": pl.Int64, "s_end": pl.Int64}
 
 CPU_CATS = {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "python_function"}
 API_CATS = {"cuda_runtime", "cuda_driver"}
@@ -150,7 +156,9 @@ def _frame(path: Path, events: list[Any]) -> pl.DataFrame:
 # ------------------------------------------------------------------------------------- steps
 
 
-def _steps(path: Path, frame: pl.DataFrame, options: ImportOptions) -> pl.DataFrame:
+def _steps(
+    path: Path, frame: pl.DataFrame, options: ImportOptions, notes: list[str]
+) -> pl.DataFrame:
     """Step windows: step, idx, s_start, s_end, sorted by start."""
     pattern = options.step_pattern or DEFAULT_STEP
     annotations = frame.filter(pl.col("cat") == "user_annotation")
@@ -165,25 +173,73 @@ def _steps(path: Path, frame: pl.DataFrame, options: ImportOptions) -> pl.DataFr
                 f"expected user annotations matching --step-pattern "
                 f"{quoted(options.step_pattern.pattern)}, got none",
             )
-        cpu = frame.filter(pl.col("cat").is_in(CPU_CATS))
-        if cpu.is_empty():
-            raise fail(path, None, "expected CPU trace events (cpu_op, user_annotation), got none")
-        return pl.DataFrame(
-            {"step": ["all"], "idx": [-1], "s_start": [cpu["start"].min()],
-             "s_end": [cpu["end"].max()]},
-            schema={"step": pl.String, "idx": pl.Int64, "s_start": pl.Int64, "s_end": pl.Int64},
-        )  # fmt: skip
+        return _steps_without_profiler_steps(path, frame, annotations, names, notes)
     if options.step_pattern is None:
         label = {n: f"step-{m.group(1)}" for n, m in matched.items()}
         steps = steps.with_columns(step=pl.col("name").replace_strict(label))
     else:
-        steps = steps.with_columns(
-            step=pl.when(pl.len().over("name") > 1)
-            .then(pl.col("name") + "#" + pl.int_range(pl.len()).over("name").cast(pl.String))
-            .otherwise(pl.col("name"))
-        )
+        steps = _as_written(steps)
     _check_disjoint(path, steps)
     return steps.select("step", "idx", s_start="start", s_end="end")
+
+
+def _as_written(steps: pl.DataFrame) -> pl.DataFrame:
+    """Steps named by their annotation; a name used twice gets #0, #1, ... in time order."""
+    return steps.with_columns(
+        step=pl.when(pl.len().over("name") > 1)
+        .then(pl.col("name") + "#" + pl.int_range(pl.len()).over("name").cast(pl.String))
+        .otherwise(pl.col("name"))
+    )
+
+
+def _examples(names: Sequence[str]) -> str:
+    shown = sorted(names, key=lambda n: (len(n), n))
+    return ", ".join(quoted(n) for n in shown[:3]) + (", ..." if len(shown) > 3 else "")
+
+
+def _steps_without_profiler_steps(
+    path: Path, frame: pl.DataFrame, annotations: pl.DataFrame, names: list[str], notes: list[str]
+) -> pl.DataFrame:
+    """No ProfilerStep#N and no --step-pattern: annotations named like steps are the steps (when
+    they do not overlap); else the whole capture is one step ``all``, and a numbered family of
+    annotations that could be steps is named in a note, never silently turned into regions."""
+    like = [n for n in names if STEP_LIKE.fullmatch(n)]
+    if like:
+        steps = _as_written(annotations.filter(pl.col("name").is_in(like)).sort("start"))
+        try:
+            _check_disjoint(path, steps)
+        except ImportFormatError:
+            notes.append(
+                f"{path}: the annotations named like steps ({_examples(like)}) overlap, so they "
+                "are regions of one step `all`; give --step-pattern to choose the steps"
+            )
+        else:
+            notes.append(
+                f"{path}: no ProfilerStep#N annotations; the {len(like)} annotation names that "
+                f"look like steps ({_examples(like)}) are the steps (--step-pattern chooses others)"
+            )
+            return steps.select("step", "idx", s_start="start", s_end="end")
+    else:
+        families: dict[str, list[str]] = {}
+        for name in names:
+            if (m := NUMBERED.fullmatch(name)) is not None:
+                families.setdefault(m.group(1), []).append(name)
+        for prefix, members in sorted(families.items()):
+            if len(members) > 1:
+                regex = re.escape(prefix).replace("\\-", "-") + r"\d+"
+                notes.append(
+                    f"{path}: no ProfilerStep#N annotations, so the capture is one step `all` and "
+                    f"{_examples(members)} are regions; if they are steps, give --step-pattern "
+                    f"{quoted(regex)}"
+                )
+    cpu = frame.filter(pl.col("cat").is_in(CPU_CATS))
+    if cpu.is_empty():
+        raise fail(path, None, "expected CPU trace events (cpu_op, user_annotation), got none")
+    return pl.DataFrame(
+        {"step": ["all"], "idx": [-1], "s_start": [cpu["start"].min()],
+         "s_end": [cpu["end"].max()]},
+        schema=STEP_SCHEMA,
+    )  # fmt: skip
 
 
 def _check_disjoint(path: Path, steps: pl.DataFrame) -> None:
@@ -253,12 +309,12 @@ def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
         members = doc if isinstance(doc, dict) else {}
     else:
         frame, members = streamed
-    steps = _steps(path, frame, options)
+    notes: list[str] = []
+    steps = _steps(path, frame, options, notes)
     cpu = _assign(frame.filter(pl.col("cat").is_in(CPU_CATS)), steps)
     cpu = cpu.filter(pl.col("step").is_not_null() & ~pl.col("idx").is_in(steps["idx"].implode()))
     regions = _cpu_regions(cpu, options)
     counters: dict[str, int] = {C.ATEN_OPS: cpu.filter(pl.col("cat") == "cpu_op").height}
-    notes: list[str] = []
     has_gpu = not frame.filter(pl.col("cat").is_in(GPU_CATS | API_CATS)).is_empty()
     if has_gpu:
         gpu = _gpu_events(frame, steps)
