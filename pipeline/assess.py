@@ -26,6 +26,7 @@ from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, UsageError
 from pipeline.policy import INTERVAL_METHODS, bound_problem, policy_sha256
 from pipeline.quantities import ATTEMPT
+from pipeline.staleness import staleness
 from pipeline.store import Store, Transaction, known_campaigns
 
 DEFAULT_BATCH = 2000
@@ -189,19 +190,13 @@ def _scan(store: Store, name: str, todo: pl.DataFrame, sizes: Mapping[str, int])
 
 def _fresh(previous: pl.DataFrame, attempts: pl.DataFrame, campaigns: pl.DataFrame) -> pl.DataFrame:
     """Attempts assessed before with the same inputs, policy and campaign document."""
-    now = attempts.select(*ATTEMPT, "inputs_sha256").join(
-        campaigns.select(
-            "campaign_id", "policy_sha256", pl.col("source_sha256").alias("campaign_sha256")
-        ),
-        on="campaign_id",
-    )
-    keys = [*ATTEMPT, "inputs_sha256", "policy_sha256", "campaign_sha256"]
     # rows stored before the report-only columns existed have neither a value nor a reason
     complete = pl.all_horizontal(
         pl.col(value).is_not_null() | pl.col(f"{value}_reason").is_not_null()
         for value in ("explained_fraction", "order_effect")
     )
-    return previous.filter(complete).select(keys).join(now, on=keys, how="semi").select(ATTEMPT)
+    state = staleness(attempts, previous.filter(complete), campaigns)
+    return state.filter(pl.col("problem").is_null()).select(ATTEMPT)
 
 
 # -- computing -----------------------------------------------------------------------------------

@@ -136,3 +136,28 @@ def test_report_draws_the_vanished_quantities_at_infinity(
     assert all(math.isfinite(x) for x in xs) and max(xs) == pytest.approx(edge)
     marks = [t for trace in fig["data"] for t in (trace.get("text") or [])]
     assert marks.count("∞") == 3  # region launch, its normalized row, counter graph_breaks
+
+
+def test_report_names_each_ratio_by_its_direction(
+    edges: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """better: higher -> the metric's ratio is candidate / baseline; regions stay baseline /
+    candidate; the share speedup is the candidate's reference share over the baseline's."""
+    _, store = edges
+    code, page, _ = cli(["report", CAMPAIGN, "-o", "-", "--store", str(store)], capsys)
+    assert code == 0
+    figs = figures(page)
+    forest = figs["plot-attempt-r001"]
+    assert "baseline / candidate" not in forest["layout"]["xaxis"]["title"]["text"]
+    hovers = [h for trace in forest["data"] for h in (trace.get("hovertext") or [])]
+
+    def hover(label: str) -> str:
+        (found,) = [h for h in hovers if h.startswith(f"<b>{label}</b>")]
+        return found
+
+    assert "ratio (candidate / baseline) " in hover("metric tokens_per_second")
+    assert "ratio (baseline / candidate) " in hover("region attention")
+    assert "ratio (candidate's reference share / baseline's) " in hover("share speedup")
+    timeline = figs["plot-timeline"]["layout"]
+    assert timeline["yaxis"]["title"]["text"] == "candidate / baseline (> 1: better)"
+    assert "the metric (higher is better) candidate / baseline;" in page

@@ -13,6 +13,7 @@ from pipeline.cli.common import command, engine_options, format_option, store_op
 from pipeline.contracts import BOOKKEEPING_COLUMNS
 from pipeline.engines import open_engine
 from pipeline.errors import ExitCode, UsageError
+from pipeline.formatting import SUMMARY, TEXT, fmt_number, fmt_paired
 
 if TYPE_CHECKING:  # Polars and the library load when the command runs, not for --help
     import polars as pl
@@ -23,8 +24,7 @@ _COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", 
                       "status", "reason", "method"]  # fmt: skip
 _OUTCOME_FIELDS = ["position", "target", "name", "expect", "evidence", "direction", "outcome",
                    "reason"]  # fmt: skip
-_HEADERS = ("round", "attempt", "candidate", "pairs", "median %", "paired [low, high]",
-            "share", "explanation", "verdict", "eligible", "best")  # fmt: skip
+_HEADERS = tuple(header for _, header in SUMMARY)
 
 
 @command("assess")
@@ -133,20 +133,12 @@ def _gate(result: AssessResult, campaign_id: str, attempt_id: str | None) -> int
 
 # -- rendering -------------------------------------------------------------------------------------
 def _num(value: float | None, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return format(value, spec)
+    return fmt_number(value, spec, TEXT)
 
 
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:
-    interval = "-"
-    if row["paired_estimate"] is not None:
-        interval = _num(row["paired_estimate"], ".4f")
-        if row["paired_low"] is not None:
-            low, high = _num(row["paired_low"], ".4f"), _num(row["paired_high"], ".4f")
-            interval += f" [{low}, {high}]"
+    paired = (row["paired_estimate"], row["paired_low"], row["paired_high"])
+    interval = fmt_paired(*paired) or TEXT.none
     verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
     return (
         str(row["round"]),

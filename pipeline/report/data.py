@@ -11,6 +11,7 @@ import polars as pl
 
 from pipeline.contracts import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
+from pipeline.staleness import staleness
 from pipeline.store import Store, known_campaigns
 
 # Columns of the verdict table: the `assessments` columns (bookkeeping digests left out).
@@ -62,32 +63,14 @@ def stale_attempts(
     attempts: pl.DataFrame, assessments: pl.DataFrame, campaign: Mapping[str, Any]
 ) -> pl.DataFrame:
     """Attempts whose stored verdicts do not match the stored inputs (ingested after assess)."""
-    joined = attempts.select("attempt_id", "inputs_sha256").join(
-        assessments.select(
-            "attempt_id",
-            pl.col("inputs_sha256").alias("assessed_sha256"),
-            pl.col("policy_sha256").alias("assessed_policy"),
-            pl.col("campaign_sha256").alias("assessed_campaign"),
-        ),
-        on="attempt_id",
-        how="full",
-        coalesce=True,
-    )
-    problem = (
-        pl.when(pl.col("assessed_sha256").is_null())
-        .then(pl.lit("ingested but not assessed"))
-        .when(pl.col("inputs_sha256").is_null())
-        .then(pl.lit("assessed but no longer in the store"))
-        .when(pl.col("inputs_sha256") != pl.col("assessed_sha256"))
-        .then(pl.lit("inputs changed since it was assessed"))
-        .when(pl.col("assessed_policy") != campaign["policy_sha256"])
-        .then(pl.lit("assessed under another policy digest"))
-        .when(pl.col("assessed_campaign") != campaign["source_sha256"])
-        .then(pl.lit("campaign.json changed since it was assessed"))
+    keys = ("campaign_id", "policy_sha256", "source_sha256")
+    campaigns = pl.DataFrame(
+        [{k: campaign[k] for k in keys}], schema=dict.fromkeys(keys, pl.String)
     )
     return (
-        joined.select("attempt_id", problem.alias("problem"))
+        staleness(attempts, assessments, campaigns)
         .filter(pl.col("problem").is_not_null())
+        .select("attempt_id", "problem")
         .sort("attempt_id")
     )
 

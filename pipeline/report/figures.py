@@ -104,6 +104,7 @@ def _timeline_hover(row: Mapping[str, Any]) -> str:
 def timeline_figure(data: CampaignData) -> go.Figure:
     frame = timeline_frame(data.assessments)
     gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
+    ratio = ratio_definition("metric", data.campaign["metric_better"] == "higher")
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -111,7 +112,7 @@ def timeline_figure(data: CampaignData) -> go.Figure:
         vertical_spacing=0.09,
         row_heights=[0.64, 0.36],
         subplot_titles=(
-            "Paired metric ratio (> 1: candidate better) with its interval",
+            f"Paired metric ratio {ratio} (> 1: candidate better) with its interval",
             "Median-rule improvement %",
         ),
     )
@@ -202,7 +203,7 @@ def timeline_figure(data: CampaignData) -> go.Figure:
         row=1,
         col=1,
         gridcolor="#eaeef2",
-        title_text="metric ratio (> 1: better)",
+        title_text=f"{ratio} (> 1: better)",
         zeroline=False,
     )
     fig.update_yaxes(row=2, col=1, gridcolor="#eaeef2", ticksuffix="%", zerolinecolor="#818b98")
@@ -344,6 +345,16 @@ def forest_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> pl.DataFra
     ).sort("family", "name", "quantity")
 
 
+def ratio_definition(quantity: str, higher_is_better: bool) -> str:
+    """What a quantity's ratio divides, so that > 1 is the candidate better (metric, share
+    speedup) or smaller (regions, counters)."""
+    if quantity == "share_speedup":
+        return "candidate's reference share / baseline's"
+    if quantity == "metric" and higher_is_better:
+        return "candidate / baseline"
+    return "baseline / candidate"
+
+
 def _reading(quantity: str, estimate: float, higher_is_better: bool) -> str:
     """The ratio in words: what the candidate's value is relative to the baseline's."""
     if math.isinf(estimate):
@@ -364,7 +375,8 @@ def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
         lines.append(f"unverifiable: {esc(row['reason'])}")
     else:
         interval = f"[{fmt_number(low)}, {fmt_number(high)}]" if low is not None else "no interval"
-        lines.append(f"ratio {fmt_number(est)} {interval}")
+        definition = ratio_definition(row["quantity"], higher_is_better)
+        lines.append(f"ratio ({definition}) {fmt_number(est)} {interval}")
         lines.append(_reading(row["quantity"], est, higher_is_better))
     lines.append(
         f"n = {row['n_pairs'] if row['n_pairs'] is not None else 0} pairs · "
@@ -411,7 +423,8 @@ def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) ->
         shapes=[one, *gates],
         annotations=_outcome_annotations(shown),
         xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
-               "title": {"text": "ratio baseline / candidate (metric: > 1 = better), log scale",
+               "title": {"text": "ratio, log scale: > 1 = the candidate is better (metric, share "
+                                 "speedup) or smaller (regions, counters)",
                          "font": {"size": 11, "color": "#59636e"}}},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
                "autorange": "reversed", "automargin": True, "gridcolor": "#f3f5f7"},

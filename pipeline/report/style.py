@@ -8,6 +8,8 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 
+from pipeline import formatting
+
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}
 EXPLANATION_COLOURS = {
     "explained": "#1a7f37",
@@ -46,15 +48,14 @@ def esc(value: object) -> str:
 
 
 def fmt_number(value: float | None, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if math.isinf(value):
-        return "∞" if value > 0 else "−∞"
-    return f"{value:.{digits}f}"
+    return formatting.fmt_number(value, f".{digits}f", formatting.HTML)
 
 
 def fmt_pct(value: float | None) -> str:
-    return "—" if value is None or not math.isfinite(value) else f"{value:+.2f}%"
+    """A percentage; an infinite one (never from the rules) is shown as no value."""
+    if value is None or not math.isfinite(value):
+        return formatting.HTML.none
+    return formatting.fmt_number(value, "+.2f") + "%"
 
 
 def script_json(value: object) -> str:
