@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli.common import store_option
-from pipeline.errors import EXIT_CODES_HELP, ExitCode
+from pipeline.cli.common import command, group, store_option
+from pipeline.errors import ExitCode
 
 if TYPE_CHECKING:
     from pipeline.record.campaign import AbResult, FinalResult
@@ -25,7 +25,7 @@ INT64_MAX = 2**63 - 1
 
 
 # -- campaign start / final -----------------------------------------------------------------
-@click.group("campaign", epilog=EXIT_CODES_HELP)
+@group("campaign")
 def campaign_group() -> None:
     """Start a campaign (its policy frozen from then on) or finish it (ingest + assess).
 
@@ -36,7 +36,7 @@ def campaign_group() -> None:
     """
 
 
-@campaign_group.command("start", epilog=EXIT_CODES_HELP)
+@campaign_group.command("start")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--metric", required=True, help="Name of the end-to-end metric, e.g. seconds.")
 @click.option("--better", type=click.Choice(["lower", "higher"]), default="lower",
@@ -93,7 +93,7 @@ def _value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-@campaign_group.command("final", epilog=EXIT_CODES_HELP)
+@campaign_group.command("final")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @store_option
 def final_command(folder: Path, store_path: str | None) -> int:
@@ -180,7 +180,7 @@ def run_options(function: Any) -> Any:
     return function
 
 
-@click.command("round", epilog=EXIT_CODES_HELP)
+@command("round")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--baseline", required=True, metavar="LABEL", help="What the baseline is.")
 @click.option("--candidate", required=True, metavar="LABEL", help="What the candidate is.")
@@ -241,7 +241,7 @@ def render_round(result: RoundResult) -> str:
 
 
 # -- ab ---------------------------------------------------------------------------------------
-@click.command("ab", epilog=EXIT_CODES_HELP + " 5: the verdict is not PASS.")
+@command("ab", epilog="Exit code 5: the verdict of B against A is not PASS.")
 @click.argument("command_a", metavar="CMD_A")
 @click.argument("command_b", metavar="CMD_B")
 @run_options
