@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import click
 
-from pipeline.cli.common import store_option
+from pipeline.cli.common import group, store_option
 from pipeline.errors import ExitCode
 
-_EXIT_CODES = (
-    "Exit codes: 0 the store is clean; 1 problems found (each printed as PATH: reason); "
-    "2 no store at the path or a bad option; 4 internal error."
+_EXIT_CODES = (  # what the common codes mean here; the list of every code follows in --help
+    "Here: 0 the store is clean; 1 problems found (each printed as PATH: reason); "
+    "2 no store at the path or a bad option."
 )
 
 
-@click.group("store", epilog=_EXIT_CODES)
+@group("store", epilog=_EXIT_CODES)
 def store_group() -> None:
     """Check the store folder and finish an interrupted write (see docs/store.md).
 
