@@ -185,10 +185,6 @@ def simulate_command(
     help="Noise families, comma-separated: lognormal, t3 (Student-t, 3 degrees of freedom, "
     "same sigma), outliers (log-normal plus slow outlier runs).",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
-    show_default=True, help="Output format.",
-)
 @format_option("table", "json", "csv")
 @model_options
 def calibrate_command(
