@@ -156,7 +156,10 @@ def test_named_query_to_a_file(
             "error: bad query: sql parser error: Expected: an SQL statement, found: "
             "SELEC at Line: 1, Column: 1\n",
         ),
-        (["SELECT 1", "--format", "parquet"], "error: --format parquet needs -o FILE (or -o - for stdout: Parquet is binary)\n"),
+        (
+            ["SELECT 1", "--format", "parquet"],
+            "error: --format parquet needs -o FILE (or -o - for stdout: Parquet is binary)\n",
+        ),
         ([], "error: give either SQL or --name NAME (or --list)\n"),
         (["SELECT 1", "--name", "x"], "error: give either SQL or --name NAME (or --list)\n"),
     ],
