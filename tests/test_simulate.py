@@ -16,7 +16,7 @@ from pipeline.contracts import document_schema
 from pipeline.simulate import REGIONS, Model, campaign_generator, draw_runs, simulate
 from pipeline.store import Store
 
-SPEC_SHARES = {"attention": 0.10, "mlp": 0.50, "sampling": 0.25, "comm": 0.15}
+MODEL_SHARES = {"attention": 0.10, "mlp": 0.50, "sampling": 0.25, "comm": 0.15}
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -174,7 +174,7 @@ def test_regions_have_the_configured_shares_of_ten_ms(draws: dict[str, np.ndarra
     logs = draws["aa"]
     for k, region in enumerate(REGIONS):
         # median-1 log-normal noise: the mean log is the log of the noiseless time
-        assert logs[..., k].mean() == pytest.approx(np.log(SPEC_SHARES[region] * 0.010), abs=0.002)
+        assert logs[..., k].mean() == pytest.approx(np.log(MODEL_SHARES[region] * 0.010), abs=0.002)
 
 
 def test_noise_has_the_three_spec_components(draws: dict[str, np.ndarray]) -> None:
