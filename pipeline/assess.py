@@ -23,7 +23,7 @@ import polars as pl
 from pipeline import explain, fraction, order_effect, quantities, verdicts
 from pipeline.contracts import OUTPUT_TABLES, table
 from pipeline.engines import Engine, LocalEngine
-from pipeline.errors import ExitCode, UsageError
+from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.policy import INTERVAL_METHODS, bound_problem, policy_sha256
 from pipeline.quantities import ATTEMPT
 from pipeline.staleness import staleness
@@ -253,8 +253,21 @@ def compute_batch(
     store: Store, campaigns: pl.DataFrame, batch: pl.DataFrame, sizes: Mapping[str, int]
 ) -> _Facts:
     """Facts, comparisons and outcomes of one batch: a pure function of the store's input
-    files, which an engine may run on another process or machine (pipeline.engines)."""
-    return _compute(_inputs(store, campaigns, batch, sizes))
+    files, which an engine may run on another process or machine (pipeline.engines).
+
+    A file whose footer is sound but whose data pages are damaged is only noticed here, when its
+    pages are decoded: that is a store error (exit 1) naming the batch's campaigns, not a bug."""
+    try:
+        return _compute(_inputs(store, campaigns, batch, sizes))
+    except (OSError, pl.exceptions.ComputeError) as exc:
+        if not isinstance(exc, OSError) and "parquet" not in str(exc).lower():
+            raise  # a computation error of ours, not a damaged file
+        ids = ", ".join(sorted(batch["campaign_id"].unique().to_list()))
+        reason = str(exc).strip().splitlines()[0]
+        raise StoreError(
+            f"{store.root}: cannot read the input files of campaign {ids}: {reason} "
+            "(a damaged file: ingest the campaign again into a new store)"
+        ) from exc
 
 
 def _compute(inputs: quantities.Inputs) -> _Facts:

@@ -118,3 +118,19 @@ def test_a_store_written_before_the_recorder_and_interval_columns_still_assesses
     assert old.assessments.select(columns).equals(fresh.assessments.select(columns))
     done = cli("report", "c1", "--store", str(store.root), "-o", str(tmp_path / "r.html"))
     assert done.returncode == 0, done.stderr
+
+
+def test_a_damaged_data_page_behind_a_sound_footer_is_exit_1_naming_the_campaign(
+    store: Store,
+) -> None:
+    path = store.partition_file("samples", "c1")
+    data = bytearray(path.read_bytes())
+    for i in range(8, min(len(data) - 64, 512)):  # the pages, not the magic bytes nor the footer
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+    store.partition_file("assessments", "c1").unlink()  # nothing to reuse: the pages are read
+    done = cli("assess", "c1", "--store", str(store.root))
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    expected = f"error: {store.root}: cannot read the input files of campaign c1: "
+    assert done.stderr.startswith(expected)
+    assert "internal error" not in done.stderr
