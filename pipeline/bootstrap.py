@@ -164,7 +164,7 @@ def _order_statistics(
     return low, high
 
 
-def _quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
+def linear_quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
     """numpy's ``linear`` quantiles of every row of ``stat_t`` (Q, B), with contract §4.2's infinity
     rule; returns (len(probs), Q). Equal to ``numpy.quantile(stat_t, probs, axis=1)`` to the last
     bit wherever that has no NaN."""
@@ -187,7 +187,7 @@ def _from_grid(sums: FloatArray, n: int, shift: npt.NDArray[np.int64]) -> FloatA
     return np.ldexp(sums / n, -shift)
 
 
-def _mean_in_order(values: FloatArray) -> FloatArray:
+def mean_in_order(values: FloatArray) -> FloatArray:
     """Mean of each column, adding the rows first to last: the same bits whatever the width
     (numpy's own reduction may add pairwise, depending on the array's shape)."""
     total = values[0].copy()
@@ -276,7 +276,7 @@ def paired_intervals(
                      chunk_bytes=chunk_bytes)[:, inverse.ravel()]  # fmt: skip
     with np.errstate(over="ignore"):
         return Intervals(
-            estimate=np.exp(_mean_in_order(values)),
+            estimate=np.exp(mean_in_order(values)),
             low=np.exp(bounds[0]),
             high=np.exp(bounds[1]),
         )

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.bootstrap import _quantiles, resample_counts
+from pipeline.bootstrap import linear_quantiles, resample_counts
 from pipeline.quantities import ATTEMPT, INTERVAL_POLICY, Inputs, PairFrames, _group_sum, pairs
 
 FractionReason = Literal["not_applicable", "too_few_pairs", "no_reference_time", "total_unchanged"]
@@ -161,13 +161,13 @@ def fraction_bounds(
         cols = slice(start, min(start + step, width))
         d_star = d[:, cols].T @ counts_t / n  # (attempts, resamples)
         t_star = t[:, cols].T @ counts_t / n
-        t_low, t_high = _quantiles(t_star, probs)
+        t_low, t_high = linear_quantiles(t_star, probs)
         flat = (t_low <= 0) & (t_high >= 0)
         unchanged[cols] = flat
         if not flat.all():
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = d_star[~flat] / t_star[~flat]
-            r_low, r_high = _quantiles(ratio, probs)
+            r_low, r_high = linear_quantiles(ratio, probs)
             low[cols][~flat] = r_low  # low[cols] is a view: this writes into low
             high[cols][~flat] = r_high
     return low, high, unchanged

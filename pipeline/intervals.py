@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.bootstrap import _mean_in_order, paired_intervals
+from pipeline.bootstrap import mean_in_order, paired_intervals
 
 Method = Literal["percentile", "expanded_percentile", "student_t"]
 METHODS: tuple[Method, ...] = ("percentile", "expanded_percentile", "student_t")
@@ -57,8 +57,8 @@ def student_t_bounds(x: FloatArray, confidence: float) -> tuple[FloatArray, Floa
     if n < 2:
         raise ValueError(f"the Student-t interval needs n >= 2 pairs, got {n}")
     # sums added row by row: the same bits whatever other columns share the batch
-    mean = _mean_in_order(x)
-    std = np.sqrt(_mean_in_order((x - mean) ** 2) * (n / (n - 1)))
+    mean = mean_in_order(x)
+    std = np.sqrt(mean_in_order((x - mean) ** 2) * (n / (n - 1)))
     half = stats.t.ppf(1.0 - (1.0 - confidence) / 2, n - 1) * std / math.sqrt(n)
     with np.errstate(over="ignore"):
         return np.exp(mean - half), np.exp(mean + half)
@@ -86,7 +86,7 @@ def method_intervals(
     closed = ~expanded
     if closed.any():
         with np.errstate(over="ignore"):
-            estimate[closed] = np.exp(_mean_in_order(values[:, closed]))
+            estimate[closed] = np.exp(mean_in_order(values[:, closed]))
         low[closed], high[closed] = student_t_bounds(values[:, closed], confidence)
     used = np.where(expanded, "expanded_percentile", "student_t")
     return MethodIntervals(estimate, low, high, used)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.bootstrap import Intervals, _quantiles, paired_intervals, resample_counts
+from pipeline.bootstrap import Intervals, linear_quantiles, paired_intervals, resample_counts
 
 
 def reference_quantile(values: list[float], p: float) -> float:
@@ -178,7 +178,7 @@ def test_selected_quantiles_equal_numpy_bit_for_bit(size: int, confidence: float
     alpha = (1 - confidence) / 2
     probs = np.array([alpha, 1 - alpha])
     expected = np.quantile(stat_t, probs, axis=1, method="linear")
-    np.testing.assert_array_equal(_quantiles(stat_t, probs), expected)
+    np.testing.assert_array_equal(linear_quantiles(stat_t, probs), expected)
 
 
 def test_an_unrepresentative_sample_falls_back_to_the_full_partition() -> None:
@@ -189,7 +189,7 @@ def test_an_unrepresentative_sample_falls_back_to_the_full_partition() -> None:
     stat_t = np.vstack([row, row[::-1], rng.permutation(row)])
     probs = np.array([0.025, 0.975])
     expected = np.quantile(stat_t, probs, axis=1, method="linear")
-    np.testing.assert_array_equal(_quantiles(stat_t, probs), expected)
+    np.testing.assert_array_equal(linear_quantiles(stat_t, probs), expected)
 
 
 def test_selected_quantiles_with_infinite_resamples_follow_the_spec_rule() -> None:
@@ -197,7 +197,7 @@ def test_selected_quantiles_with_infinite_resamples_follow_the_spec_rule() -> No
     stat_t = rng.normal(size=(3, 41))
     stat_t[0, rng.choice(41, 3, replace=False)] = np.inf  # upper end reaches into +inf
     stat_t[1, :] = np.inf
-    got = _quantiles(stat_t, np.array([0.025, 0.975]))
+    got = linear_quantiles(stat_t, np.array([0.025, 0.975]))
     for row in range(3):
         for k, p in enumerate((0.025, 0.975)):
             assert got[k, row] == reference_quantile(list(stat_t[row]), p)
