@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 INT64_MAX = 2**63 - 1
 
 
+def policy_range(key: str) -> Any:
+    """The click range of policy field ``key``: the bounds campaign.schema.json gives it, the
+    ones ingest checks, so `campaign start --help` shows what will be accepted."""
+    from pipeline.contracts import document_schema
+
+    spec = document_schema("campaign")["properties"]["policy"]["properties"][key]
+    bounds = {"min": spec.get("minimum"), "max": spec.get("maximum")}
+    return click.IntRange(**bounds) if spec["type"] == "integer" else click.FloatRange(**bounds)
+
+
 # -- campaign start / final -----------------------------------------------------------------
 @group("campaign")
 def campaign_group() -> None:
@@ -47,15 +57,15 @@ def campaign_group() -> None:
               help="Verdict rule (default median).")
 @click.option("--require-explanation", is_flag=True, default=False,
               help="A PASS also needs its declared mechanism confirmed.")
-@click.option("--min-improvement-pct", type=click.FloatRange(min=0), default=None,
+@click.option("--min-improvement-pct", type=policy_range("min_improvement_pct"), default=None,
               help="The gate, in percent (default 1.0).")
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=None, help="Interval confidence (default 0.95).")
-@click.option("--resamples", type=click.IntRange(1, INT64_MAX), default=None,
+@click.option("--resamples", type=policy_range("resamples"), default=None,
               help="Bootstrap resamples (default 10000).")
-@click.option("--seed", type=click.IntRange(0, INT64_MAX), default=None,
+@click.option("--seed", type=policy_range("seed"), default=None,
               help="Bootstrap seed (default 0).")
-@click.option("--min-pairs", type=click.IntRange(5, INT64_MAX), default=None,
+@click.option("--min-pairs", type=policy_range("min_pairs"), default=None,
               help="Fewest pairs for an interval (default 5, at least 5).")
 @click.option("--interval", type=click.Choice(["percentile", "expanded_percentile", "student_t"]),
               default="percentile", show_default=True, help="Interval method.")
@@ -249,7 +259,7 @@ def render_round(result: RoundResult) -> str:
               show_default=True, help="Verdict rule.")
 @click.option("--require-explanation", is_flag=True, default=False,
               help="A PASS also needs the --mechanism-file confirmed.")
-@click.option("--min-improvement-pct", type=click.FloatRange(min=0), default=1.0,
+@click.option("--min-improvement-pct", type=policy_range("min_improvement_pct"), default=1.0,
               show_default=True, help="The gate, in percent.")
 @click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
 @click.option("--better", type=click.Choice(["lower", "higher"]), default="lower",
