@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import polars as pl
-    import pyarrow as pa
 
 PARTITION = "campaign_id"
 OUTPUT_TABLES = ("assessments", "comparisons", "outcomes")
@@ -36,19 +35,6 @@ def _polars_types() -> dict[str, pl.DataType]:
         "float64": pl.Float64(),
         "bool": pl.Boolean(),
         "timestamp": pl.Datetime("us", "UTC"),
-    }
-
-
-@cache
-def _arrow_types() -> dict[str, pa.DataType]:
-    import pyarrow as pa
-
-    return {
-        "string": pa.string(),
-        "int64": pa.int64(),
-        "float64": pa.float64(),
-        "bool": pa.bool_(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
     }
 
 
@@ -91,18 +77,6 @@ class Table:
         types = _polars_types()
         return pl.Schema(
             {c.name: types[c.type] for c in self.columns if with_partition or c.name != PARTITION}
-        )
-
-    def arrow_schema(self, *, with_partition: bool = True) -> pa.Schema:
-        import pyarrow as pa
-
-        types = _arrow_types()
-        return pa.schema(
-            [
-                pa.field(c.name, types[c.type], nullable=c.nullable)
-                for c in self.columns
-                if with_partition or c.name != PARTITION
-            ]
         )
 
     def conform(self, frame: pl.LazyFrame) -> pl.LazyFrame:
