@@ -23,7 +23,9 @@ def loaded():
     return sorted(m for m in heavy if m in sys.modules)
 
 def paths(group, prefix):
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         yield [*prefix, name]
         if isinstance(command, click.Group):
             yield from paths(command, [*prefix, name])

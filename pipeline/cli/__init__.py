@@ -3,6 +3,7 @@ turns library errors into one-line messages and distinct exit codes."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -12,9 +13,64 @@ from pipeline import __version__
 from pipeline.cli.common import Group
 from pipeline.errors import ExitCode, ExplainError
 
+COMMAND_MODULES: dict[str, tuple[str, str]] = {
+    "ab": ("record", "Is B better than A? One round of both commands in a throw-away campaign, "
+           "then the verdict, the paired interval, the order effect and the explanation."),
+    "assess": ("assess", "Paired intervals, mechanical explanations and verdicts "
+               "(docs/contract.md §4-§6)."),
+    "calibrate": ("simulate", "Measure the decision rules and interval methods on simulated "
+                  "campaigns."),
+    "campaign": ("record", "Start a campaign (its policy frozen from then on) or finish it "
+                 "(ingest + assess)."),
+    "import": ("imports", "Turn the profiler files of one run into one measurement line "
+               "(docs/contract.md §2.4)."),
+    "ingest": ("ingest", "Validate the stored attempts under SOURCE and write them to the store."),
+    "query": ("query", "Run SQL over every table of the store (Polars SQL)."),
+    "report": ("report", "Write a self-contained HTML report (works offline) and print its path."),
+    "round": ("record", "Record one round of the campaign in FOLDER: both commands run once per "
+              "repetition, in a balanced, shuffled order, each run a fresh process."),
+    "simulate": ("simulate", "Write synthetic A/A and known-gain campaigns (docs/contract.md §7) "
+                 "as stored attempts."),
+    "store": ("store", "Check the store folder and finish an interrupted write (see "
+              "docs/store.md)."),
+}  # fmt: skip
+"""Command name -> (module of pipeline.cli that defines it, the first sentence of its help).
+
+A command's module is imported only when that command runs or shows its help: importing all of
+them costs more than Python's own start-up, and `assess` should not pay for `import` or
+`simulate`. The top-level --help lists the commands from these summaries; a test checks each
+equals the command's own help, so they cannot drift."""
+
+
+def summary_of(name: str, limit: int) -> str:
+    """The listing's line for command ``name``, shortened as click shortens a command's help."""
+    return click.Command(name, help=COMMAND_MODULES[name][1]).get_short_help_str(limit)
+
+
+class LazyGroup(Group):
+    """The top-level group: commands are loaded from COMMAND_MODULES on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            module = importlib.import_module(f"pipeline.cli.{COMMAND_MODULES[cmd_name][0]}")
+            for command in module.COMMANDS:
+                self.add_command(command)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the summaries, without importing any command's module."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = [(name, summary_of(name, limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 @click.group(
-    cls=Group,
+    cls=LazyGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="explain-pipeline")
@@ -26,17 +82,6 @@ def cli() -> None:
       explain-pipeline ingest data/attempts
       explain-pipeline assess --all
     """
-
-
-def _register() -> None:
-    from pipeline.cli import assess, imports, ingest, query, record, report, simulate, store
-
-    for module in (ingest, assess, query, simulate, report, imports, record, store):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:
