@@ -385,13 +385,14 @@ RUN_TABLES = ("samples", "breakdown", "counters")
 
 
 def run_frames(
-    cid: str, attempt_ids: Sequence[str], checked: Checked, keep: np.ndarray
+    campaign_ids: Sequence[str], attempt_ids: Sequence[str], checked: Checked, keep: np.ndarray
 ) -> dict[str, pl.DataFrame]:
-    """``samples``, ``breakdown`` and ``counters`` rows of the kept attempts of a batch, in file
-    order, each with the attempt's position in the batch as ``_pos``."""
+    """``samples``, ``breakdown`` and ``counters`` rows of the kept attempts of a batch (each
+    attempt's campaign and id given by position), in file order, each with the attempt's
+    position in the batch as ``_pos``."""
     position = checked.runs["attempt"].to_numpy()
     runs = checked.runs.with_columns(
-        campaign_id=pl.lit(cid, pl.String),
+        campaign_id=pl.Series(list(campaign_ids), dtype=pl.String).gather(position),
         attempt_id=pl.Series(list(attempt_ids), dtype=pl.String).gather(position),
         _keep=pl.Series(keep).gather(position),
     ).rename({"attempt": "_pos"})

@@ -119,8 +119,12 @@ def calibrate(
     if not noises or any(n not in NOISES for n in noises) or len(set(noises)) != len(noises):
         raise UsageError(f"--noise: distinct values among {', '.join(NOISES)}, got {list(noises)}")
     plan = pl.DataFrame(
-        [(campaign_id(s, r, n), n, r, s)
-         for n in noises for r in repetitions for s in ALL_SCENARIOS],  # fmt: skip
+        [
+            (campaign_id(s, r, n), n, r, s)
+            for n in noises
+            for r in repetitions
+            for s in ALL_SCENARIOS
+        ],  # fmt: skip
         schema=["campaign_id", "noise", "repetitions", "scenario"],
         orient="row",
     )
@@ -133,8 +137,19 @@ def calibrate(
         store = Store(Path(tmp) / "store")
         for cid, noise, reps, scenario in plan.iter_rows():
             bar.set_postfix_str(cid)
-            _write(store, cid, campaign_tables(scenario, reps, attempts=attempts, seed=seed,
-                                               model=model, noise=noise, order="balanced"))
+            _write(
+                store,
+                cid,
+                campaign_tables(
+                    scenario,
+                    reps,
+                    attempts=attempts,
+                    seed=seed,
+                    model=model,
+                    noise=noise,
+                    order="balanced",
+                ),
+            )
             bar.update()
         tallies = []
         for method in METHODS:
@@ -228,9 +243,7 @@ def covered_for_the_record(store: Store, cid: str, method: Method, model: Model)
     return int(np.sum((got.low <= 1) & (got.high >= 1)))
 
 
-def _rates(
-    tallies: pl.DataFrame, plan: pl.DataFrame, *, attempts: int, seed: int
-) -> pl.DataFrame:
+def _rates(tallies: pl.DataFrame, plan: pl.DataFrame, *, attempts: int, seed: int) -> pl.DataFrame:
     """One row per (noise, repetitions, method). Counts that do not depend on the method (the
     median rule, the explained fraction, and everything where no interval exists) come from
     the percentile pass."""
@@ -243,9 +256,9 @@ def _rates(
     )
     by_method = ["paired_pass", "paired_explained_pass", "explained", "covered",
                  "log_estimate_sum"]  # fmt: skip
-    full = full.with_columns(
-        [pl.coalesce(f"{c}_m", c).alias(c) for c in by_method]
-    ).select("noise", "repetitions", "method", "scenario", *_COUNTS)
+    full = full.with_columns([pl.coalesce(f"{c}_m", c).alias(c) for c in by_method]).select(
+        "noise", "repetitions", "method", "scenario", *_COUNTS
+    )
 
     def pick(scenario: str, name: str) -> pl.Expr:
         return pl.col(name).filter(pl.col("scenario") == scenario).first()
@@ -302,6 +315,7 @@ def fill_coverage_for_the_record(
 
 
 # -- output -------------------------------------------------------------------------------------
+
 
 def render(result: Calibration, fmt: Format | str) -> str:
     """The study as text; rates with fixed digits, nothing that varies between runs."""

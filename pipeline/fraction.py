@@ -113,8 +113,11 @@ def _reasons(
     campaigns: pl.LazyFrame,
 ) -> pl.LazyFrame:
     """Per attempt: n pairs, its interval policy and the reason there is no fraction (or null)."""
-    declared = _declared(expectations).select(ATTEMPT).unique().with_columns(
-        pl.lit(True).alias("declares")
+    declared = (
+        _declared(expectations)
+        .select(ATTEMPT)
+        .unique()
+        .with_columns(pl.lit(True).alias("declares"))
     )
     counts = values.group_by(ATTEMPT).agg(
         pl.len().alias("n"), pl.col("no_ref").any().alias("no_ref")
@@ -189,9 +192,9 @@ def _group(part: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:
         pl.Series("explained_fraction", np.where(unchanged, np.nan, estimate)).fill_nan(None),
         pl.Series("explained_fraction_low", low).fill_nan(None),
         pl.Series("explained_fraction_high", high).fill_nan(None),
-        pl.when(pl.Series(unchanged)).then(pl.lit("total_unchanged")).alias(
-            "explained_fraction_reason"
-        ),
+        pl.when(pl.Series(unchanged))
+        .then(pl.lit("total_unchanged"))
+        .alias("explained_fraction_reason"),
     )
 
 
@@ -204,10 +207,7 @@ def explained_fractions(inputs: Inputs, frames: PairFrames) -> pl.DataFrame:
     ).collect()  # fmt: skip
     group = ["n", "seed", "resamples", "confidence"]
     due = reasons.filter(pl.col("reason").is_null()).select(*ATTEMPT, *group).sort(*group, *ATTEMPT)
-    computed = [
-        _group(part, values)
-        for part in due.partition_by(group, maintain_order=True)
-    ]
+    computed = [_group(part, values) for part in due.partition_by(group, maintain_order=True)]
     skipped = reasons.filter(pl.col("reason").is_not_null()).select(
         *ATTEMPT, pl.col("reason").alias("explained_fraction_reason")
     )

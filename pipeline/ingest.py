@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -111,6 +111,13 @@ class _Run:
         )
         self.issues += issues
 
+    def merge(self, other: _Run) -> None:
+        """Add what ``other`` recorded after what this run holds."""
+        self.rows += other.rows
+        self.campaigns += other.campaigns
+        self.issues += other.issues
+        self.warnings += other.warnings
+
     def report(self) -> IngestReport:
         return IngestReport(
             pl.DataFrame(self.rows, schema=_REPORT_SCHEMA),
@@ -124,19 +131,23 @@ def ingest(
     source: Path, store: Store, *, progress: bool = False, engine: Engine | None = None
 ) -> IngestReport:
     """Validate and store every campaign under ``source`` (an attempts folder or one campaign).
-    ``engine`` validates the campaigns (default: in this process); this process alone writes,
-    in one transaction."""
+    ``engine`` validates groups of campaigns (default: in this process); this process alone
+    writes, in one transaction."""
     engine = engine or LocalEngine()
     folders = campaign_folders(Path(source))
     root = Path(source).resolve()  # symbolic links leading out of it are not followed
     run = _Run()
-    total = sum(len(attempt_folders(f)) for f in folders if _outside(f, root) is None)
-    bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="attempt", desc="ingest")
+    sizes = [0 if _outside(f, root) else len(attempt_folders(f)) for f in folders]
+    bar = tqdm(
+        total=sum(sizes), disable=not progress, file=sys.stderr, unit="attempt", desc="ingest"
+    )
     tick = bar.update if engine.in_process else None
+    work = [(group, store, tick, root) for group in campaign_groups(folders, sizes)]
     try:
         with bar, store.transaction() as txn:
-            for got in engine.map(prepare_campaign, [(f, store, tick, root) for f in folders]):
-                _commit_campaign(got, store, txn, run)
+            for got in engine.map(prepare_campaigns, work):
+                run.merge(got.run)
+                _write_group(store, txn, got)
                 if tick is None:
                     bar.update(len(got.run.rows))
     except (OSError, pl.exceptions.ComputeError) as exc:  # the store, not the inputs
@@ -173,16 +184,54 @@ def attempt_folders(campaign: Path) -> list[Path]:
     return _visible_dirs(campaign)
 
 
-# -- one campaign -------------------------------------------------------------------------------
+# -- groups of campaigns ------------------------------------------------------------------------
+GROUP_ATTEMPTS = 512
+"""Attempts per unit of work: campaigns are validated and written together up to about this
+many attempts (a larger campaign alone). What a campaign costs by itself (reading its stored
+partitions, building frames, checking a batch of lines, one pass per table over the rows) is
+then paid once per group: 250 campaigns of 12 attempts cost about what 6 of 500 do."""
+
+
+def campaign_groups(
+    folders: Sequence[Path], sizes: Sequence[int], limit: int = GROUP_ATTEMPTS
+) -> list[list[Path]]:
+    """Consecutive campaign folders in groups of at most ``limit`` attempts (``sizes``), in
+    order; a campaign larger than that is a group alone."""
+    groups: list[list[Path]] = []
+    count = limit
+    for folder, size in zip(folders, sizes, strict=True):
+        if count + size > limit or not groups:
+            groups.append([])
+            count = 0
+        groups[-1].append(folder)
+        count += size
+    return groups
+
+
 @dataclass
-class _Prepared:
-    """One campaign folder validated against the store: what to record and the new rows."""
+class _Campaign:
+    """A campaign folder whose campaign.json is valid, compared with the store."""
 
     cid: str
+    document: Document
+    changed: bool  # campaign.json differs from the stored one
+    stored: dict[str, tuple[str, str | None]]  # attempt_id -> (inputs digest, first mechanism)
+    attempts: list[Path]
+    run: _Run  # what happened to it (kept per campaign: outcomes and issues in folder order)
+
+    @property
+    def benchmark(self) -> bool:
+        return bool(self.document.data["kind"] == "benchmark")
+
+
+@dataclass
+class _Prepared:
+    """A group of campaign folders validated against the store: what to record and the new
+    rows of every per-attempt table (all campaigns of the group, in folder order)."""
+
     run: _Run
-    campaign: Document | None = None  # None: campaign.json rejected, nothing to write
+    campaigns: list[_Campaign] = field(default_factory=list)  # those with a valid campaign.json
     new: dict[str, pl.DataFrame] = field(default_factory=dict)
-    changed: bool = False  # campaign.json differs from the stored one
 
 
 def _outside(folder: Path, root: Path | None) -> Issue | None:
@@ -197,104 +246,84 @@ def _outside(folder: Path, root: Path | None) -> Issue | None:
     return Issue(str(folder), None, "", "outside_source", message)
 
 
-def prepare_campaign(
-    folder: Path,
+def prepare_campaigns(
+    folders: Sequence[Path],
     store: Store,
     tick: Callable[[int], object] | None = None,
     root: Path | None = None,
 ) -> _Prepared:
-    """Validate one campaign folder and build its new rows. A pure function of the folder and
-    the store's files, which an engine may run on another process or machine
+    """Validate a group of campaign folders and build their new rows. A pure function of the
+    folders and the store's files, which an engine may run on another process or machine
     (pipeline.engines); ``tick`` reports progress per attempt when it runs here; symbolic links
     leading out of ``root`` (the resolved SOURCE) are not followed."""
     tick = tick or (lambda n: None)
-    outside = _outside(folder, root)
+    runs = [_Run(root=root) for _ in folders]
+    campaigns = [
+        c for f, r in zip(folders, runs, strict=True) if (c := _open_campaign(f, store, r, tick))
+    ]
+    pending = [item for c in campaigns for item in _pending_attempts(c, tick)]
+    new = _rows_in_batches(pending)
+    run = _Run(root=root)
+    for one in runs:
+        run.merge(one)
+    return _Prepared(run, campaigns, new)
+
+
+def _open_campaign(
+    folder: Path, store: Store, run: _Run, tick: Callable[[int], object]
+) -> _Campaign | None:
+    """The campaign of ``folder`` when its campaign.json is valid; else its attempts are
+    recorded as rejected in ``run`` and None is returned."""
+    outside = _outside(folder, run.root)
     attempts = [] if outside else attempt_folders(folder)
     campaign, issues = (None, [outside]) if outside else validate_campaign(folder)
-    run = _Run(root=root)
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
         run.issues += issues
         for attempt in attempts:
             run.attempt(folder.name, attempt.name, "rejected")
         tick(len(attempts))
-        return _Prepared(folder.name, run)
+        return None
     cid = folder.name
-    stored = _stored_attempts(store, cid)
-    campaign_changed = _stored_source(store, cid) != campaign.sha256
-    pending = _pending_attempts(cid, attempts, stored, campaign_changed, run, tick)
-    benchmark = campaign.data["kind"] == "benchmark"
-    new = _rows_in_batches(cid, pending, stored, run, benchmark=benchmark)
-    run.campaigns.append(
-        {"campaign_id": cid, "outcome": _campaign_outcome(store, cid, campaign_changed)}
-    )
-    return _Prepared(cid, run, campaign, new, campaign_changed)
+    changed = _stored_source(store, cid) != campaign.sha256
+    run.campaigns.append({"campaign_id": cid, "outcome": _campaign_outcome(store, cid, changed)})
+    return _Campaign(cid, campaign, changed, _stored_attempts(store, cid), attempts, run)
 
 
-def _commit_campaign(got: _Prepared, store: Store, txn: Transaction, run: _Run) -> None:
-    """Record the campaign's outcomes and write its partitions into the transaction."""
-    run.rows += got.run.rows
-    run.campaigns += got.run.campaigns
-    run.issues += got.run.issues
-    run.warnings += got.run.warnings
-    if got.campaign is not None and (got.new["attempts"].height or got.changed):
-        _write_campaign(store, txn, got.cid, got.campaign, got.new, got.changed)
+_Pending = tuple[_Campaign, AttemptFiles, bool]  # the files of an attempt; unchanged inputs?
 
 
-_Pending = tuple[AttemptFiles, bool]  # the files of an attempt to validate; unchanged inputs?
-
-
-def _rows_in_batches(
-    cid: str,
-    pending: Iterable[_Pending],
-    stored: dict[str, tuple[str, str | None]],
-    run: _Run,
-    *,
-    benchmark: bool,
-    size: int = 512,
-) -> dict[str, pl.DataFrame]:
-    """Validate the pending attempts ``size`` at a time and return the new rows of every
-    per-attempt table; a large campaign is never held as Python objects."""
+def _rows_in_batches(pending: Sequence[_Pending], size: int = 512) -> dict[str, pl.DataFrame]:
+    """Validate the pending attempts ``size`` at a time (across campaigns) and return the new
+    rows of every per-attempt table."""
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in ATTEMPT_TABLES}
-    batch: list[_Pending] = []
-    for item in [*pending, None]:
-        if item is not None:
-            batch.append(item)
-        if batch and (item is None or len(batch) == size):
-            for name, frame in _validate_batch(cid, batch, stored, run, benchmark).items():
-                parts[name].append(frame)
-            batch = []
+    for start in range(0, len(pending), size):
+        for name, frame in _validate_batch(pending[start : start + size]).items():
+            parts[name].append(frame)
     return {
         name: pl.concat(frames) if frames else table(name).empty() for name, frames in parts.items()
     }
 
 
-def _validate_batch(
-    cid: str,
-    batch: Sequence[_Pending],
-    stored: dict[str, tuple[str, str | None]],
-    run: _Run,
-    benchmark: bool,
-) -> dict[str, pl.DataFrame]:
+def _validate_batch(batch: Sequence[_Pending]) -> dict[str, pl.DataFrame]:
     """Outcomes and new rows of a batch of attempts: the bulk check first; an attempt it does
     not accept goes through the precise validator (which names every error) one by one."""
-    first_seen = {a: f for a, (_, f) in stored.items()}
     precise = bulk_disabled()
-    checked = bulk.check_lines([files.bodies[MEASUREMENTS_FILE] for files, _ in batch])
+    checked = bulk.check_lines([files.bodies[MEASUREMENTS_FILE] for _, files, _ in batch])
     n_lines = np.bincount(checked.runs["attempt"].to_numpy(), minlength=len(batch))
     keep = np.zeros(len(batch), bool)
-    slow: list[ValidAttempt] = []
+    slow: list[tuple[int, str, ValidAttempt]] = []
     rows: dict[str, list[dict[str, Any]]] = {"attempts": [], "expectations": []}
-    for i, (files, same) in enumerate(batch):
-        name = files.folder.name
+    for i, (campaign, files, same) in enumerate(batch):
+        cid, name, run = campaign.cid, files.folder.name, campaign.run
         fast = None
         if not precise and checked.accepted[i]:
-            fast = bulk.fast_attempt(files, benchmark=benchmark)
+            fast = bulk.fast_attempt(files, benchmark=campaign.benchmark)
         valid = None
         if fast is not None:
             attempt, mechanism, lines = fast[0], fast[1], int(n_lines[i])
         else:
-            valid, issues = validate_attempt(files, benchmark=benchmark)
+            valid, issues = validate_attempt(files, benchmark=campaign.benchmark)
             if valid is None:
                 run.attempt(cid, name, "rejected", issues)
                 continue
@@ -307,45 +336,60 @@ def _validate_batch(
         if same:
             run.attempt(cid, name, "unchanged")
             continue
-        run.attempt(cid, name, "replaced" if name in stored else "ingested")
-        rows["attempts"].append(_attempt_row(cid, files, attempt, mechanism, lines, first_seen))
+        run.attempt(cid, name, "replaced" if name in campaign.stored else "ingested")
+        rows["attempts"].append(
+            _attempt_row(cid, files, attempt, mechanism, lines, campaign.stored)
+        )
         rows["expectations"] += _expectation_rows(cid, name, mechanism)
         keep[i] = valid is None
         if valid is not None:
-            slow.append(valid)
-    ids = [files.folder.name for files, _ in batch]
-    fast_rows = bulk.run_frames(cid, ids, checked, keep)
-    slow_rows = _run_frames(cid, slow, {a: i for i, a in enumerate(ids)})
+            slow.append((i, cid, valid))
+    cids = [campaign.cid for campaign, _, _ in batch]
+    ids = [files.folder.name for _, files, _ in batch]
+    fast_rows = bulk.run_frames(cids, ids, checked, keep)
+    slow_rows = _run_frames(slow)
     out = {name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
            for name, found in rows.items()}  # fmt: skip
     for name, frame in fast_rows.items():
         merged = pl.concat([frame, slow_rows[name]]).sort("_pos", maintain_order=True)
         out[name] = merged.drop("_pos")
-    run.warnings += _unmeasured(out, {files.folder.name: files.folder for files, _ in batch})
+    by_id = {(c.cid, files.folder.name): (c, files.folder) for c, files, _ in batch}
+    for key, warning in _unmeasured(out, {k: folder for k, (_, folder) in by_id.items()}):
+        by_id[key][0].run.warnings.append(warning)
     return out
 
 
-def _unmeasured(rows: dict[str, pl.DataFrame], folders: dict[str, Path]) -> list[Issue]:
+def _unmeasured(
+    rows: dict[str, pl.DataFrame], folders: dict[tuple[str, str], Path]
+) -> list[tuple[tuple[str, str], Issue]]:
     """A warning per expectation naming a region or counter that no run of its attempt
-    measured: stored anyway (explain reports it unverifiable), but most likely a typo."""
-    key = ["attempt_id", "target", "name"]
+    measured: stored anyway (explain reports it unverifiable), but most likely a typo. Each
+    with its (campaign_id, attempt_id)."""
+    key = ["campaign_id", "attempt_id", "target", "name"]
     measured = pl.concat(
         [
-            rows["breakdown"].select("attempt_id", target=pl.lit("region"), name="region"),
-            rows["counters"].select("attempt_id", target=pl.lit("counter"), name="counter"),
+            rows["breakdown"].select(
+                "campaign_id", "attempt_id", target=pl.lit("region"), name="region"
+            ),
+            rows["counters"].select(
+                "campaign_id", "attempt_id", target=pl.lit("counter"), name="counter"
+            ),
         ]
     ).unique()
-    missing = rows["expectations"].join(measured, on=key, how="anti")
+    missing = rows["expectations"].join(measured, on=key, how="anti", maintain_order="left")
     return [
-        Issue(
-            str(folders[attempt_id] / MECHANISM_FILE),
-            None,
-            f"expectations[{position}]",
-            "not_measured",
-            f'expects {expect} of {target} "{name}", which no run of this attempt measured',
+        (
+            (cid, attempt_id),
+            Issue(
+                str(folders[cid, attempt_id] / MECHANISM_FILE),
+                None,
+                f"expectations[{position}]",
+                "not_measured",
+                f'expects {expect} of {target} "{name}", which no run of this attempt measured',
+            ),
         )
-        for attempt_id, position, target, name, expect in missing.select(
-            "attempt_id", "position", "target", "name", "expect"
+        for cid, attempt_id, position, target, name, expect in missing.select(
+            "campaign_id", "attempt_id", "position", "target", "name", "expect"
         ).iter_rows()
     ]
 
@@ -359,11 +403,13 @@ def bulk_disabled() -> bool:
 def _campaign_outcome(store: Store, cid: str, changed: bool) -> Outcome:
     if not changed:
         return "unchanged"
-    return "replaced" if cid in store.campaign_ids("campaigns") else "ingested"
+    return "replaced" if store.partition_file("campaigns", cid).is_file() else "ingested"
 
 
 def _stored_attempts(store: Store, cid: str) -> dict[str, tuple[str, str | None]]:
     """attempt_id -> (inputs_sha256, mechanism_sha256_first_seen), from this campaign only."""
+    if not store.partition_file("attempts", cid).is_file():
+        return {}  # a new campaign: no scan to build
     frame = (
         store.scan("attempts", [cid])
         .select("attempt_id", "inputs_sha256", "mechanism_sha256_first_seen")
@@ -373,21 +419,17 @@ def _stored_attempts(store: Store, cid: str) -> dict[str, tuple[str, str | None]
 
 
 def _stored_source(store: Store, cid: str) -> str | None:
+    if not store.partition_file("campaigns", cid).is_file():
+        return None
     frame = store.scan("campaigns", [cid]).select("source_sha256").collect()
     return frame.item(0, 0) if frame.height else None
 
 
-def _pending_attempts(
-    cid: str,
-    folders: Iterable[Path],
-    stored: dict[str, tuple[str, str | None]],
-    campaign_changed: bool,
-    run: _Run,
-    tick: Callable[[int], object],
-) -> Iterator[_Pending]:
+def _pending_attempts(campaign: _Campaign, tick: Callable[[int], object]) -> Iterator[_Pending]:
     """The files of attempts that need validating (new or changed, or all when campaign.json
-    changed); unreadable and unchanged attempts are recorded in ``run`` here."""
-    for folder in folders:
+    changed); unreadable and unchanged attempts are recorded in the campaign's run here."""
+    cid, stored, run = campaign.cid, campaign.stored, campaign.run
+    for folder in campaign.attempts:
         tick(1)
         outside = _outside(folder, run.root)
         files, issues = (None, [outside]) if outside else read_attempt_files(folder)
@@ -395,38 +437,47 @@ def _pending_attempts(
             run.attempt(cid, folder.name, "rejected", issues)
             continue
         same = folder.name in stored and stored[folder.name][0] == files.inputs_sha256
-        if same and not campaign_changed:
+        if same and not campaign.changed:
             run.attempt(cid, folder.name, "unchanged")
             continue
-        yield files, same
+        yield campaign, files, same
 
 
-def _write_campaign(
-    store: Store,
-    txn: Transaction,
-    cid: str,
-    campaign: Document,
-    new: dict[str, pl.DataFrame],
-    campaign_changed: bool,
-) -> None:
-    campaign_row = campaign_frame(cid, campaign)
-    if campaign_changed:
-        txn.put("campaigns", cid, campaign_row)
-    changed = new["attempts"]["attempt_id"].to_list()
-    merged_attempts = _merged(store, "attempts", cid, changed, new["attempts"]).collect()
-    if changed:
-        txn.put("attempts", cid, merged_attempts)
-        for name in ATTEMPT_TABLES[1:]:
-            txn.put(name, cid, _merged(store, name, cid, changed, new[name]))
-    txn.put("integrity", cid, integrity_errors(campaign_row, merged_attempts))
+def _write_group(store: Store, txn: Transaction, got: _Prepared) -> None:
+    """Write the partitions of every campaign of the group that changed into the transaction:
+    each table in one pass over the group's rows."""
+    new = got.new
+    touched = set(new["attempts"]["campaign_id"].unique().to_list())
+    written = [c for c in got.campaigns if c.cid in touched or c.changed]
+    if not written:
+        return
+    campaign_rows = pl.concat([campaign_frame(c.cid, c.document) for c in written])
+    txn.put_partitions("campaigns", campaign_rows, [c.cid for c in written if c.changed])
+    replaced = new["attempts"].select(_attempt_key())["key"]
+    attempts = _merged(store, "attempts", [c.cid for c in written], replaced, new["attempts"])
+    with_new = [c.cid for c in written if c.cid in touched]
+    txn.put_partitions("attempts", attempts, with_new)
+    for name in ATTEMPT_TABLES[1:]:
+        txn.put_partitions(name, _merged(store, name, with_new, replaced, new[name]), with_new)
+    txn.put_partitions(
+        "integrity", integrity_errors(campaign_rows, attempts), [c.cid for c in written]
+    )
+
+
+def _attempt_key() -> pl.Expr:
+    return pl.concat_str("campaign_id", "attempt_id", separator="/").alias("key")
 
 
 def _merged(
-    store: Store, name: str, cid: str, changed: list[str], new: pl.DataFrame
-) -> pl.LazyFrame:
-    """The stored rows of untouched attempts, then the new rows (streams the old partition)."""
-    kept = store.scan(name, [cid]).filter(~pl.col("attempt_id").is_in(changed))
-    return pl.concat([kept, new.lazy()], how="vertical")
+    store: Store, name: str, cids: Sequence[str], replaced: pl.Series, new: pl.DataFrame
+) -> pl.DataFrame:
+    """Per campaign: the stored rows of the attempts not ``replaced`` (campaign_id/attempt_id),
+    then the new rows (a partitioned write keeps that order within each campaign)."""
+    stored = [cid for cid in cids if store.partition_file(name, cid).is_file()]
+    if not stored:
+        return new
+    kept = store.scan(name, stored).filter(~_attempt_key().is_in(replaced)).collect()
+    return pl.concat([kept, new], how="vertical")
 
 
 # -- documents -> rows --------------------------------------------------------------------------
@@ -454,19 +505,19 @@ def campaign_frame(cid: str, campaign: Document) -> pl.DataFrame:
     return pl.DataFrame([row], schema=table("campaigns").polars_schema())
 
 
-def _run_frames(
-    cid: str, attempts: Sequence[ValidAttempt], position: dict[str, int]
-) -> dict[str, pl.DataFrame]:
+def _run_frames(attempts: Sequence[tuple[int, str, ValidAttempt]]) -> dict[str, pl.DataFrame]:
     """``samples``, ``breakdown`` and ``counters`` rows of attempts the precise validator
-    accepted (built from its parsed documents), with the attempt's position in the batch."""
+    accepted (built from its parsed documents), each given with its position in the batch
+    (``_pos``) and its campaign."""
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in bulk.RUN_TABLES}
-    for attempt in attempts:
+    for position, cid, attempt in attempts:
         for run in attempt.runs:
             key = {
                 "campaign_id": cid,
                 "attempt_id": attempt.attempt_id,
                 "side": run.data["side"],
                 "repetition": run.data["repetition"],
+                "_pos": position,
             }
             rows["samples"].append(
                 {
@@ -483,8 +534,8 @@ def _run_frames(
                 for name, value in (run.data.get("counters") or {}).items()
             ]
     return {
-        name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False).with_columns(
-            _pos=pl.col("attempt_id").replace_strict(position, return_dtype=pl.Int64)
+        name: pl.DataFrame(
+            found, schema={**table(name).polars_schema(), "_pos": pl.Int64}, strict=False
         )
         for name, found in rows.items()
     }
@@ -496,7 +547,7 @@ def _attempt_row(
     attempt: Document,
     mechanism: Document | None,
     n_lines: int,
-    first_seen: dict[str, str | None],
+    stored: dict[str, tuple[str, str | None]],
 ) -> dict[str, Any]:
     doc, attempt_id = attempt.data, files.folder.name
     actual = mechanism.sha256 if mechanism else None
@@ -513,7 +564,7 @@ def _attempt_row(
         "started_at": parse_timestamp(doc["started_at"]),
         "mechanism_sha256": doc.get("mechanism_sha256"),
         "mechanism_sha256_actual": actual,
-        "mechanism_sha256_first_seen": first_seen.get(attempt_id, actual),
+        "mechanism_sha256_first_seen": stored[attempt_id][1] if attempt_id in stored else actual,
         "hypothesis": mechanism.data["hypothesis"] if mechanism else None,
         "n_lines": n_lines,
         "inputs_sha256": files.inputs_sha256,

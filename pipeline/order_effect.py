@@ -112,4 +112,3 @@ def order_effects(
         .join(computed.drop("order_effect_reason", strict=False), on=ATTEMPT, how="left")
         .select([pl.col(k).cast(v) for k, v in schema.items()])
     )
-

@@ -495,8 +495,13 @@ def intervals(summary: pl.DataFrame, pair_x: pl.LazyFrame) -> pl.DataFrame:
         )
         out.append(
             pl.DataFrame(
-                {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high,
-                 "method": result.method},
+                {
+                    "qid": qids,
+                    "estimate": result.estimate,
+                    "low": result.low,
+                    "high": result.high,
+                    "method": result.method,
+                },
                 schema=schema,
             )  # fmt: skip
         )

@@ -498,6 +498,12 @@ def campaign_tables(
         **key, "attempt_id": _codes(ids, exp[0]), "position": exp[1],
         **{f: _codes([e[f] for e in items], exp[1]) for f in ("target", "name", "expect")},
     })  # fmt: skip
-    frames = {"campaigns": campaigns, "attempts": attempts_frame, "samples": samples,
-              "breakdown": breakdown, "counters": counters, "expectations": expectations}
+    frames = {
+        "campaigns": campaigns,
+        "attempts": attempts_frame,
+        "samples": samples,
+        "breakdown": breakdown,
+        "counters": counters,
+        "expectations": expectations,
+    }
     return {name: table(name).conform(f.lazy()).collect() for name, f in frames.items()}

@@ -169,13 +169,36 @@ class Transaction:
     def put(self, table_name: str, campaign_id: str, frame: pl.DataFrame | pl.LazyFrame) -> None:
         """Replace one partition with ``frame`` (its rows of that campaign, table columns)."""
         spec = table(table_name)
+        lazy = frame.lazy().with_columns(pl.lit(campaign_id).alias(PARTITION))
+        conformed = spec.conform(lazy).select(spec.file_columns)
+        conformed.sink_parquet(self._stage(table_name, campaign_id), statistics=True)
+
+    def put_partitions(
+        self, table_name: str, frame: pl.DataFrame, campaign_ids: Sequence[str]
+    ) -> None:
+        """Replace the partition of each of ``campaign_ids`` with its rows of ``frame`` (table
+        columns; a campaign without rows gets an empty file, rows of other campaigns are
+        ignored): one pass over the rows of many campaigns instead of one per campaign."""
+        if not campaign_ids:
+            return
+        spec = table(table_name)
+        conformed = spec.conform(frame.lazy()).collect()
+        parts = conformed.partition_by(
+            PARTITION, as_dict=True, include_key=False, maintain_order=True
+        )
+        empty = conformed.clear().drop(PARTITION)
+        for cid in campaign_ids:
+            part = parts.get((cid,), empty).select(spec.file_columns)
+            part.write_parquet(self._stage(table_name, cid), statistics=True)
+
+    def _stage(self, table_name: str, campaign_id: str) -> Path:
+        """The staged path of one partition file, recorded in the journal to be renamed over
+        its target at commit (synced with the others then)."""
         target = self.store.partition_file(table_name, campaign_id)
         staged = self.staging_dir / target.relative_to(self.store.root)
         staged.parent.mkdir(parents=True, exist_ok=True)
-        lazy = frame.lazy().with_columns(pl.lit(campaign_id).alias(PARTITION))
-        conformed = spec.conform(lazy).select(spec.file_columns)
         self.ops.append(_Op(target, staged))
-        conformed.sink_parquet(staged, statistics=True)  # synced with the others at commit
+        return staged
 
     def delete(self, table_name: str, campaign_id: str) -> None:
         target = self.store.partition_file(table_name, campaign_id)

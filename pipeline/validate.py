@@ -460,8 +460,17 @@ def check_document(
 # check accepts only lines that certainly satisfy measurement.schema.json and every rule below
 # (a property test holds it to that); anything else takes the full path, which explains the error.
 _RUN_FIELDS = frozenset(
-    {"side", "repetition", "status", "metric", "breakdown", "counters", "order", "started_at",
-     "finished_at"}
+    {
+        "side",
+        "repetition",
+        "status",
+        "metric",
+        "breakdown",
+        "counters",
+        "order",
+        "started_at",
+        "finished_at",
+    }
 )
 
 

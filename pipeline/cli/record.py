@@ -49,26 +49,64 @@ def campaign_group() -> None:
 @campaign_group.command("start")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--metric", required=True, help="Name of the end-to-end metric, e.g. seconds.")
-@click.option("--better", type=click.Choice(["lower", "higher"]), default="lower",
-              show_default=True, help="lower for a time, higher for a throughput.")
-@click.option("--kind", type=click.Choice(["project", "benchmark"]), default="project",
-              show_default=True, help="A benchmark campaign refuses mechanism declarations.")
-@click.option("--decision", type=click.Choice(["median", "paired"]), default=None,
-              help="Verdict rule (default median).")
-@click.option("--require-explanation", is_flag=True, default=False,
-              help="A PASS also needs its declared mechanism confirmed.")
-@click.option("--min-improvement-pct", type=policy_range("min_improvement_pct"), default=None,
-              help="The gate, in percent (default 1.0).")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=None, help="Interval confidence (default 0.95).")
-@click.option("--resamples", type=policy_range("resamples"), default=None,
-              help="Bootstrap resamples (default 10000).")
-@click.option("--seed", type=policy_range("seed"), default=None,
-              help="Bootstrap seed (default 0).")
-@click.option("--min-pairs", type=policy_range("min_pairs"), default=None,
-              help="Fewest pairs for an interval (default 5, at least 5).")
-@click.option("--interval", type=click.Choice(["percentile", "expanded_percentile", "student_t"]),
-              default="percentile", show_default=True, help="Interval method.")
+@click.option(
+    "--better",
+    type=click.Choice(["lower", "higher"]),
+    default="lower",
+    show_default=True,
+    help="lower for a time, higher for a throughput.",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(["project", "benchmark"]),
+    default="project",
+    show_default=True,
+    help="A benchmark campaign refuses mechanism declarations.",
+)
+@click.option(
+    "--decision",
+    type=click.Choice(["median", "paired"]),
+    default=None,
+    help="Verdict rule (default median).",
+)
+@click.option(
+    "--require-explanation",
+    is_flag=True,
+    default=False,
+    help="A PASS also needs its declared mechanism confirmed.",
+)
+@click.option(
+    "--min-improvement-pct",
+    type=policy_range("min_improvement_pct"),
+    default=None,
+    help="The gate, in percent (default 1.0).",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=None,
+    help="Interval confidence (default 0.95).",
+)
+@click.option(
+    "--resamples",
+    type=policy_range("resamples"),
+    default=None,
+    help="Bootstrap resamples (default 10000).",
+)
+@click.option("--seed", type=policy_range("seed"), default=None, help="Bootstrap seed (default 0).")
+@click.option(
+    "--min-pairs",
+    type=policy_range("min_pairs"),
+    default=None,
+    help="Fewest pairs for an interval (default 5, at least 5).",
+)
+@click.option(
+    "--interval",
+    type=click.Choice(["percentile", "expanded_percentile", "student_t"]),
+    default="percentile",
+    show_default=True,
+    help="Interval method.",
+)
 def start_command(folder: Path, metric: str, better: str, kind: str, interval: str,
                   require_explanation: bool, **chosen: Any) -> int:  # fmt: skip
     """Write FOLDER/campaign.json: the metric and the policy with every default filled in and
@@ -195,8 +233,7 @@ def run_options(function: Any) -> Any:
 @click.option("--baseline", required=True, metavar="LABEL", help="What the baseline is.")
 @click.option("--candidate", required=True, metavar="LABEL", help="What the candidate is.")
 @click.option("--baseline-cmd", required=True, metavar="CMD", help="Command of one baseline run.")
-@click.option("--candidate-cmd", required=True, metavar="CMD",
-              help="Command of one candidate run.")
+@click.option("--candidate-cmd", required=True, metavar="CMD", help="Command of one candidate run.")
 @click.option("--attempt-id", default=None, help="Attempt id (default r + round, e.g. r003).")
 @run_options
 def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str,
@@ -255,17 +292,40 @@ def render_round(result: RoundResult) -> str:
 @click.argument("command_a", metavar="CMD_A")
 @click.argument("command_b", metavar="CMD_B")
 @run_options
-@click.option("--decision", type=click.Choice(["median", "paired"]), default="paired",
-              show_default=True, help="Verdict rule.")
-@click.option("--require-explanation", is_flag=True, default=False,
-              help="A PASS also needs the --mechanism-file confirmed.")
-@click.option("--min-improvement-pct", type=policy_range("min_improvement_pct"), default=1.0,
-              show_default=True, help="The gate, in percent.")
+@click.option(
+    "--decision",
+    type=click.Choice(["median", "paired"]),
+    default="paired",
+    show_default=True,
+    help="Verdict rule.",
+)
+@click.option(
+    "--require-explanation",
+    is_flag=True,
+    default=False,
+    help="A PASS also needs the --mechanism-file confirmed.",
+)
+@click.option(
+    "--min-improvement-pct",
+    type=policy_range("min_improvement_pct"),
+    default=1.0,
+    show_default=True,
+    help="The gate, in percent.",
+)
 @click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
-@click.option("--better", type=click.Choice(["lower", "higher"]), default="lower",
-              show_default=True, help="higher needs the metric in $EXPLAIN_MEASUREMENT.")
-@click.option("--keep", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep the campaign in this new folder (its store in DIR/.explain-store).")
+@click.option(
+    "--better",
+    type=click.Choice(["lower", "higher"]),
+    default="lower",
+    show_default=True,
+    help="higher needs the metric in $EXPLAIN_MEASUREMENT.",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the campaign in this new folder (its store in DIR/.explain-store).",
+)
 def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
                mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
                trace: str | None, step_pattern: str | None, region_pattern: str | None,

@@ -76,6 +76,8 @@ repetitions_option = click.option(
     callback=_parse_repetitions,
     help="Repetition counts, one campaign per count and scenario.",
 )
+
+
 # "seed" alone always means the policy's bootstrap seed (policy field `seed`, `--what-if seed=N`,
 # here --policy-seed); the generator of the simulated runs has its own name, --data-seed.
 def _old_seed(_ctx: Any, _param: Any, value: int | None) -> None:
@@ -98,12 +100,21 @@ def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
 
 def seed_option(command: Callable[..., Any]) -> Callable[..., Any]:
     data_seed = click.option(
-        "--data-seed", "seed", type=click.IntRange(min=0), default=0, show_default=True,
+        "--data-seed",
+        "seed",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
         help="Seed of the simulated data: the same seed gives byte-identical output. (The "
         "bootstrap seed of the simulated policy is --policy-seed.)",
     )
     old = click.option(
-        "--seed", "old_seed", type=int, default=None, hidden=True, expose_value=False,
+        "--seed",
+        "old_seed",
+        type=int,
+        default=None,
+        hidden=True,
+        expose_value=False,
         callback=_old_seed,
     )
     return data_seed(old(command))
@@ -137,14 +148,23 @@ def seed_option(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 @repetitions_option
 @click.option(
-    "--attempts", type=click.IntRange(min=1), default=1000, show_default=True,
+    "--attempts",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
     help="Attempts per campaign.",
 )
 @seed_option
 @model_options
 def simulate_command(
-    out_dir: Path, scenario: str, noise: str, order: str, repetitions: tuple[int, ...],
-    attempts: int, seed: int, **model: Any,
+    out_dir: Path,
+    scenario: str,
+    noise: str,
+    order: str,
+    repetitions: tuple[int, ...],
+    attempts: int,
+    seed: int,
+    **model: Any,
 ) -> int:
     """Write synthetic A/A and known-gain campaigns (docs/contract.md §7) as stored attempts.
 
@@ -163,8 +183,14 @@ def simulate_command(
 
     scenarios = SCENARIOS if scenario == "both" else (cast(Scenario, scenario),)
     written = simulate(
-        out_dir, scenarios=scenarios, repetitions=repetitions, attempts=attempts, seed=seed,
-        model=_model(model), noise=cast(Noise, noise), order=cast(Order, order),
+        out_dir,
+        scenarios=scenarios,
+        repetitions=repetitions,
+        attempts=attempts,
+        seed=seed,
+        model=_model(model),
+        noise=cast(Noise, noise),
+        order=cast(Order, order),
     )
     for campaign in written:
         click.echo(f"{campaign.path}: {campaign.attempts} attempts")
@@ -174,13 +200,19 @@ def simulate_command(
 
 @command("calibrate")
 @click.option(
-    "--attempts", type=click.IntRange(min=1), default=2000, show_default=True,
+    "--attempts",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
     help="Attempts per scenario, noise and repetition count.",
 )
 @seed_option
 @repetitions_option
 @click.option(
-    "--noise", "noises", default="lognormal,t3,outliers", show_default=True,
+    "--noise",
+    "noises",
+    default="lognormal,t3,outliers",
+    show_default=True,
     callback=_parse_noises,
     help="Noise families, comma-separated: lognormal, t3 (Student-t, 3 degrees of freedom, "
     "same sigma), outliers (log-normal plus slow outlier runs).",
@@ -188,7 +220,11 @@ def simulate_command(
 @format_option("table", "json", "csv")
 @model_options
 def calibrate_command(
-    attempts: int, seed: int, repetitions: tuple[int, ...], noises: tuple[str, ...], fmt: str,
+    attempts: int,
+    seed: int,
+    repetitions: tuple[int, ...],
+    noises: tuple[str, ...],
+    fmt: str,
     **model: Any,
 ) -> int:
     """Measure the decision rules and interval methods on simulated campaigns.
@@ -212,8 +248,12 @@ def calibrate_command(
     from pipeline.simulate import Noise
 
     result = calibrate(
-        attempts=attempts, seed=seed, repetitions=repetitions, model=_model(model),
-        noises=[cast(Noise, n) for n in noises], progress=None,
+        attempts=attempts,
+        seed=seed,
+        repetitions=repetitions,
+        model=_model(model),
+        noises=[cast(Noise, n) for n in noises],
+        progress=None,
     )
     click.echo(render(result, fmt), nl=False)
     return ExitCode.OK

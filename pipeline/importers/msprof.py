@@ -36,8 +36,7 @@ from pipeline.importers.kineto import seconds, union_ns
 from pipeline.importers.naming import C
 
 FILES = (
-    "msprof/torch_npu CSV (op_summary, op_statistic, step_trace, kernel_details or "
-    "step_trace_time)"
+    "msprof/torch_npu CSV (op_summary, op_statistic, step_trace, kernel_details or step_trace_time)"
 )
 STEP_TRACE_REGIONS = {  # column (without unit) -> region
     "fp to bp time": "fp_bp",
@@ -232,9 +231,7 @@ def _counters(tables: list[Table], notes: list[str]) -> dict[str, Decimal]:
             )
     if not per_task and not statistic:
         return {}
-    frame = pl.DataFrame(
-        rows, schema={"type": pl.String, "n": pl.Decimal(38, 15)}, orient="row"
-    )
+    frame = pl.DataFrame(rows, schema={"type": pl.String, "n": pl.Decimal(38, 15)}, orient="row")
     per_type = frame.group_by("type").agg(pl.col("n").sum())
     counters = {C.OP_PREFIX + t: n for t, n in per_type.iter_rows()}
     counters[C.KERNELS] = sum(counters.values(), Decimal(0))

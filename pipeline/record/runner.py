@@ -172,9 +172,7 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def execute(
-    settings: RunSettings, side: Side, repetition: int, folder: Path
-) -> RunResult:
+def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) -> RunResult:
     """Run ``side``'s command once in a fresh process; ``folder`` is an empty scratch folder.
     A KeyboardInterrupt while the command runs kills its process group and propagates."""
     folder.mkdir(parents=True)
@@ -188,8 +186,13 @@ def execute(
         clock = time.perf_counter()
         try:
             process = subprocess.Popen(
-                settings.commands[side], env=env, cwd=settings.cwd, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, start_new_session=True,
+                settings.commands[side],
+                env=env,
+                cwd=settings.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
             )
         except OSError as exc:
             return RunResult("failed", started, now(), reason=f"cannot start: {exc}")
@@ -198,7 +201,10 @@ def execute(
         except subprocess.TimeoutExpired:
             _kill(process)
             return RunResult(
-                "failed", started, now(), reason=f"timed out after {settings.timeout:g} s",
+                "failed",
+                started,
+                now(),
+                reason=f"timed out after {settings.timeout:g} s",
                 stderr_tail=_tail(stderr),
             )
         except BaseException:
@@ -285,9 +291,14 @@ def _with_trace(
         raise _Outcome(f"{found} in $EXPLAIN_TRACE_DIR (expected exactly one *.json or *.json.gz)")
     try:
         line, _ = import_line(
-            options.format, [str(traces[0])], side=side, repetition=repetition,
-            metric=written.get("metric"), step_pattern=options.step_pattern,
-            region_pattern=options.region_pattern, renames=options.renames,
+            options.format,
+            [str(traces[0])],
+            side=side,
+            repetition=repetition,
+            metric=written.get("metric"),
+            step_pattern=options.step_pattern,
+            region_pattern=options.region_pattern,
+            renames=options.renames,
         )
     except ExplainError as exc:
         raise _Outcome(f"trace {traces[0].name}: {exc}") from None

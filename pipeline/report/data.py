@@ -21,8 +21,12 @@ VERDICT_COLUMNS = tuple(
 
 
 PAIR_RATIOS = pl.DataFrame(
-    schema={"attempt_id": pl.String, "repetition": pl.Int64, "ratio": pl.Float64,
-            "baseline_first": pl.Boolean}  # fmt: skip
+    schema={
+        "attempt_id": pl.String,
+        "repetition": pl.Int64,
+        "ratio": pl.Float64,
+        "baseline_first": pl.Boolean,
+    }  # fmt: skip
 )
 
 

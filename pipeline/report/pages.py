@@ -410,8 +410,7 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
         f'<p class="note">{esc(counts)} · verdict reason: {esc(row["reason"] or "—")} · '
         f"median {fmt_pct(row['improvement_pct'])} · paired "
         f"{fmt_number(row['paired_estimate'])} [{fmt_number(row['paired_low'])}, "
-        f"{fmt_number(row['paired_high'])}]{order_html(row)}</p>"
-        + environment_html(info)
+        f"{fmt_number(row['paired_high'])}]{order_html(row)}</p>" + environment_html(info)
     )
 
 

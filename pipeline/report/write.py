@@ -29,7 +29,11 @@ def _write(path: Path, text: str) -> Path:
         # A new file with a random name, created exclusively (O_EXCL) beside the target: never
         # a name someone could have put a symbolic link at.
         with tempfile.NamedTemporaryFile(
-            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+            "w",
+            encoding="utf-8",
+            dir=path.parent,
+            prefix=f".{path.name}.",
+            suffix=".tmp",
             delete=False,
         ) as handle:
             tmp = Path(handle.name)
