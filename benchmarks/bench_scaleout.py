@@ -2,7 +2,7 @@
 docs/scale-out.md.
 
 Splits each command's time into the workers' part (the units of work an engine may run
-anywhere: `compute_batch` of assess, `prepare_campaign` of ingest) and the driver's part (the
+anywhere: `compute_batch` of assess, `prepare_campaigns` of ingest) and the driver's part (the
 rest: reading the attempt list, putting results together, writing the store in one
 transaction), measures the workers' part on one core and on both cores of this machine, runs the
 Ray engine on a local cluster of this machine's cores, and projects the time per 100,000 attempts
