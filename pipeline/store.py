@@ -37,6 +37,10 @@ DEFAULT_STORE = ".explain-store"
 DATA_FILE = "data.parquet"
 _TXN_DIR = "_txn"
 _LOCK_FILE = ".lock"
+_LEGACY_SWEPT = ".legacy-swept"
+"""Written once no temporary file of a version before 0.2 is left beside the partitions: from
+then on a write does not list every partition folder to look for them (at 100,000 attempts that
+listing costs about a second a write); `store check` and `store repair` always look."""
 _STAGING_DIR = "_staging"
 # The only paths a journal may name: a partition file, and a staged copy of one (beside it,
 # dot-prefixed, as written before 0.2; or under _staging/<txid>/).
@@ -461,22 +465,30 @@ class Store:
         for journal, ops in checked:
             self._apply_journal(journal, ops)
 
-    def _strays(self) -> list[Path]:
-        """Staged files no committed journal names: what a write that never committed left."""
+    def _strays(self, *, legacy: bool = True) -> list[Path]:
+        """Staged files no committed journal names: what a write that never committed left.
+        ``legacy``: also the temporary files versions before 0.2 staged beside the partitions."""
         pending = {journal.stem for journal in self._pending_journals()}
         staging = self.root / _STAGING_DIR
         found = [p for p in staging.iterdir() if p.name not in pending] if staging.is_dir() else []
-        found += self.root.glob(f"*/{PARTITION}=*/.{DATA_FILE}.*.tmp")  # written before 0.2
+        if legacy:
+            found += self.root.glob(f"*/{PARTITION}=*/.{DATA_FILE}.*.tmp")
         found += self.root.glob(f"{_TXN_DIR}/.*.json.tmp")  # a journal never committed
         return sorted(found)
 
-    def _remove_stray_staging(self) -> int:
-        strays = self._strays()
+    def _remove_stray_staging(self, *, always_legacy: bool = False) -> int:
+        """Remove the strays (the caller holds the lock); the pre-0.2 ones only until a sweep
+        found none left, unless ``always_legacy``."""
+        marker = self.root / _LEGACY_SWEPT
+        legacy = always_legacy or not marker.exists()
+        strays = self._strays(legacy=legacy)
         for stray in strays:
             if stray.is_dir() and not stray.is_symlink():
                 _remove_tree(stray)
             else:
                 stray.unlink(missing_ok=True)
+        if legacy:
+            marker.touch()
         return len(strays)
 
     # -- checking and repairing -------------------------------------------------------------
@@ -529,7 +541,7 @@ class Store:
         with self._locked():
             finished = len(self._pending_journals())
             self._recover()
-            return Repaired(finished, self._remove_stray_staging())
+            return Repaired(finished, self._remove_stray_staging(always_legacy=True))
 
 
 def known_campaigns(store: Store, wanted: Sequence[str] | None = None) -> list[str]:

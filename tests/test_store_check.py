@@ -124,9 +124,30 @@ def test_strays_of_writes_that_never_committed_are_reported_then_removed(tmp_pat
         f"{store.root}: 2 problem(s)",
     ]
     assert legacy.exists() and staged.exists()
+    (store.root / ".legacy-swept").unlink()  # as a store last written before 0.2
     with store.transaction() as txn:  # every writer removes them first, as repair does
         txn.put("samples", "c2", _samples("b", 2.0))
     assert not legacy.exists() and not (store.root / "_staging").exists()
+    assert sorted(outside_read(store.root, "samples")["metric"].to_list()) == [1.0, 2.0]
+
+
+def test_once_swept_writers_leave_pre_0_2_temporaries_to_repair(tmp_path: Path) -> None:
+    """A write that found no pre-0.2 temporary file marks the store, and later writes do not
+    list every partition folder again; `store check` and `store repair` still look."""
+    store = Store(tmp_path / "store")
+    with store.transaction() as txn:
+        txn.put("samples", "c1", _samples("a", 1.0))
+    assert (store.root / ".legacy-swept").is_file()
+    legacy = store.root / "samples" / "campaign_id=c1" / ".data.parquet.0badc0de.tmp"
+    legacy.write_bytes(b"left by an older version run after this one")
+    with store.transaction() as txn:
+        txn.put("samples", "c2", _samples("b", 2.0))
+    assert legacy.exists()
+    check = cli("store", "check", "--store", str(store.root))
+    assert check.returncode == 1 and f"{legacy}: stray staging files" in check.stdout
+    repair = cli("store", "repair", "--store", str(store.root))
+    assert repair.returncode == 0, repair.stderr
+    assert not legacy.exists()
     assert sorted(outside_read(store.root, "samples")["metric"].to_list()) == [1.0, 2.0]
 
 
