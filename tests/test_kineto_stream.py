@@ -11,6 +11,7 @@ import pytest
 from test_import_kineto import _gpu_trace
 
 from pipeline.importers import import_line, kineto
+from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kineto_stream import read_events
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "kineto"
@@ -73,3 +74,88 @@ def test_more_than_three_decimals_take_the_exact_whole_reading(tmp_path: Path) -
     path.write_text(text.replace(json.dumps(event["ts"]), json.dumps(event["ts"]) + "4", 1))
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA) is None
     assert import_line("kineto", [str(path)], side="baseline", repetition=0)[0]["metric"] > 0
+
+
+def _tricky(tmp_path: Path, indent: int | None) -> Path:
+    """The fixture with events whose text holds what a cut must not split on: braces, commas
+    and escaped quotes in names, nested arrays of objects in args, ids that are strings, null
+    or booleans, names that are not ASCII."""
+    doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    ops[0]["name"] = 'aten::odd "quoted" }, {"ph": "X", "ts": 1} [,] \\ end'
+    ops[1]["args"] = {"nested": [{"a": 1}, {"b": [2, {"c": "},{"}]}], "correlation": 7}
+    ops[2]["name"] = "naïve ☃},\n{"
+    ops[3]["pid"], ops[3]["tid"] = "Spans", None
+    ops[4]["tid"] = True
+    del ops[5]["pid"]
+    path = tmp_path / f"tricky-{indent}.json"
+    path.write_text(json.dumps(doc, indent=indent, ensure_ascii=False))
+    return path
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("block", [1, 7, 64, 4096])
+def test_stream_cuts_only_between_events(tmp_path: Path, indent: int | None, block: int) -> None:
+    # Every block size puts a block border inside some event, string and nested value.
+    _same_as_whole(_tricky(tmp_path, indent), block)
+
+
+def test_an_empty_event_array_streams_as_no_events(tmp_path: Path) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text('{"schemaVersion": 1, "traceEvents": [ ], "traceName": "x"}')
+    streamed = read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=3)
+    assert streamed is not None
+    frame, members = streamed
+    assert frame.is_empty() and frame.schema == kineto._frame(path, []).schema
+    assert members == {"schemaVersion": 1, "traceName": "x"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"schemaVersion": 1}',  # no traceEvents
+        '{"note": "traceEvents", "x": [1], "traceEvents": []}',  # the name first as a value
+        '{"a": {"traceEvents": []}, "traceEvents": []}',  # first inside another member
+        '{"traceEvents": {"events": []}}',  # not an array
+    ],
+)
+def test_a_missing_or_misplaced_array_is_left_to_the_whole_reader(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=5) is None
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("pid", "1.1583e4"),  # the whole reader writes this id as 1.1583E+4
+        ("tid", "-0"),  # and this one as 0
+        ("tid", '"t\\u0031"'),  # an escaped id
+        ("ts", "5.097152969572436e12"),  # a time with an exponent
+    ],
+)
+def test_ids_and_times_written_otherwise_take_the_whole_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, text: str
+) -> None:
+    doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
+    next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")[field] = 424242
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc).replace("424242", text, 1))
+    assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA) is None
+    line = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
+    monkeypatch.setenv("EXPLAIN_KINETO_WHOLE", "1")
+    assert import_line("kineto", [str(path)], side="baseline", repetition=0)[0] == line
+
+
+def test_undecodable_bytes_in_a_skipped_field_are_reported_as_by_the_whole_reader(
+    tmp_path: Path,
+) -> None:
+    doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
+    doc["traceEvents"][-1]["args"] = {"note": "BAD"}
+    path = tmp_path / "t.json"
+    path.write_bytes(json.dumps(doc).encode().replace(b"BAD", b"\xff\xfe"))
+    assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=4096) is None
+    with pytest.raises(ImportFormatError, match="expected UTF-8 JSON, got undecodable bytes"):
+        import_line("kineto", [str(path)], side="baseline", repetition=0)

@@ -20,6 +20,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from decimal import Decimal
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -30,15 +31,16 @@ from msgspec import Raw, Struct
 
 from pipeline.files import InputFileError, open_regular
 
-BLOCK = 8 * 2**20
+_TRIES = 16  # cuts tried in one buffer before the stream gives up on the file
+BLOCK = 2 * 2**20  # small pieces: less memory at once, and faster (they stay in cache)
 _KEY = b'"traceEvents"'
 _PLAIN_US = r"^[0-9]+(\.[0-9]{1,3})?$"  # what Kineto writes: exact nanoseconds
 
 
-_NULL = Raw(b"null")  # a missing time reads as JSON null, which no time matches
+_NULL = Raw(b"null")  # a missing field reads as JSON null
 
 
-class _Args(Struct, frozen=True):
+class _Args(Struct, frozen=True, gc=False):
     correlation: int | None = None
     bytes: int | None = None
 
@@ -46,16 +48,17 @@ class _Args(Struct, frozen=True):
 _NO_ARGS = _Args()
 
 
-class _Event(Struct):
+class _Event(Struct, gc=False):
     """The fields the importer reads, typed as Kineto writes them; an event written otherwise
     (a category that is no string, a correlation that is no integer …) fails to decode and the
-    file is read whole, with the whole reader's exact rules."""
+    file is read whole, with the whole reader's exact rules. The process and thread ids and the
+    times stay JSON text (exact, and one column expression turns them into values)."""
 
     ph: str | None = None
     cat: str = ""
     name: str = ""
-    pid: Any = None
-    tid: Any = None
+    pid: Raw = _NULL
+    tid: Raw = _NULL
     ts: Raw = _NULL
     dur: Raw = _NULL
     args: _Args = _NO_ARGS
@@ -65,8 +68,11 @@ class Unsure(Exception):
     """The stream cannot vouch for this file: read it whole."""
 
 
-_EVENTS = msgspec.json.Decoder(list[_Event], float_hook=Decimal)
+_EVENTS = msgspec.json.Decoder(list[_Event])
 _MEMBERS = msgspec.json.Decoder(dict[str, Any], float_hook=Decimal)
+# A process or thread id the whole reader would write the same way: null, a boolean, an integer
+# written plainly, or a string without escapes (its text is the string itself).
+_PLAIN_ID = r'^(null|true|false|0|-?[1-9][0-9]*|"[^"\\]*")$'
 
 
 def _blocks(path: Path, size: int) -> Iterator[bytes]:
@@ -82,10 +88,21 @@ def _blocks(path: Path, size: int) -> Iterator[bytes]:
             raise Unsure(str(exc)) from None
 
 
-_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ARGS = map(
-    attrgetter, ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
-)
+_PH, _CAT, _NAME, _ARGS = map(attrgetter, ("ph", "cat", "name", "args"))
+_RAW_FIELDS = ("pid", "tid", "ts", "dur")
+_RAW = attrgetter(*_RAW_FIELDS)
 _CORRELATION, _BYTES = attrgetter("correlation"), attrgetter("bytes")
+
+
+def _texts(items: list[_Event]) -> list[pl.Series]:
+    """The JSON texts of the ids and times of every event, one string column each: the texts
+    are joined with newlines (which no JSON number, string or literal contains) and split in
+    one call."""
+    joined = b"\n".join(chain.from_iterable(map(_RAW, items))).decode()
+    texts = pl.Series([joined]).str.split("\n").explode()
+    if texts.len() != len(_RAW_FIELDS) * len(items):  # a nested value over several lines
+        raise Unsure("an id or time that is not a plain value")
+    return [texts.gather_every(len(_RAW_FIELDS), k).alias(f) for k, f in enumerate(_RAW_FIELDS)]
 
 
 def _piece(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataFrame:
@@ -93,47 +110,67 @@ def _piece(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataFra
     Python: attribute lists by ``map``, filters and arithmetic as column expressions)."""
     args = list(map(_ARGS, items))
     frame = pl.DataFrame(
-        {
-            "ph": pl.Series(list(map(_PH, items)), dtype=pl.String),
-            "cat": pl.Series(list(map(_CAT, items)), dtype=pl.String),
-            "name": pl.Series(list(map(_NAME, items)), dtype=pl.String),
-            "thread": pl.Series(list(map("{}/{}".format, map(_PID, items), map(_TID, items)))),
-            "ts": pl.Series(list(map(bytes, map(_TS, items))), dtype=pl.Binary),
-            "dur": pl.Series(list(map(bytes, map(_DUR, items))), dtype=pl.Binary),
-            "corr": pl.Series(list(map(_CORRELATION, args)), dtype=pl.Int64),
-            "nbytes": pl.Series(list(map(_BYTES, args)), dtype=pl.Int64),
-        }
+        [
+            pl.Series("ph", list(map(_PH, items)), dtype=pl.String),
+            pl.Series("cat", list(map(_CAT, items)), dtype=pl.String),
+            pl.Series("name", list(map(_NAME, items)), dtype=pl.String),
+            *_texts(items),
+            pl.Series("corr", list(map(_CORRELATION, args)), dtype=pl.Int64),
+            pl.Series("nbytes", list(map(_BYTES, args)), dtype=pl.Int64),
+        ]
     ).with_row_index("idx", offset)
     if frame.select(pl.col("cat").str.contains(r"[^\x00-\x7f]").any()).item():
         raise Unsure("a category that is not ASCII")  # casefold() and to_lowercase() may differ
     kept = frame.with_columns(
         cat=pl.col("cat").str.to_lowercase().replace_strict(cats, default=None)
     ).filter((pl.col("ph") == "X") & pl.col("cat").is_not_null())
-    kept = kept.with_columns(pl.col("ts", "dur").cast(pl.String))
     plain = kept.select(
-        pl.col("ts").str.contains(_PLAIN_US).all() & pl.col("dur").str.contains(_PLAIN_US).all()
+        pl.all_horizontal(
+            pl.col("ts", "dur").str.contains(_PLAIN_US).all(),
+            pl.col("pid", "tid").str.contains(_PLAIN_ID).all(),
+        )
     ).item()
     if not plain:
-        raise Unsure("a time that is not plain microseconds")
-    return kept.with_columns(start=_ns("ts")).with_columns(end=pl.col("start") + _ns("dur"))
+        raise Unsure("a time that is not plain microseconds, or an id written otherwise")
+    return kept.select(
+        "idx",
+        "cat",
+        "name",
+        thread=pl.concat_str(_id("pid"), pl.lit("/"), _id("tid")),
+        start=_ns("ts"),
+        end=_ns("ts") + _ns("dur"),
+        corr="corr",
+        nbytes="nbytes",
+    )
+
+
+def _id(column: str) -> pl.Expr:
+    """A plain process or thread id as the whole reader formats it (``f"{pid}"``)."""
+    text = pl.col(column)
+    return (
+        pl.when(text == "null")
+        .then(pl.lit("None"))
+        .when(text == "true")
+        .then(pl.lit("True"))
+        .when(text == "false")
+        .then(pl.lit("False"))
+        .otherwise(text.str.strip_prefix('"').str.strip_suffix('"'))
+    )
 
 
 def _ns(column: str) -> pl.Expr:
-    """``"12.5"`` microseconds -> 12500 nanoseconds, exactly (integer arithmetic)."""
-    parts = pl.col(column).str.split_exact(".", 1)
-    whole = parts.struct.field("field_0").cast(pl.Int64) * 1000
-    fraction = parts.struct.field("field_1").fill_null("").str.pad_end(3, "0").cast(pl.Int64)
-    return whole + fraction
+    """``"12.5"`` microseconds -> 12500 nanoseconds, exactly (a plain decimal of at most three
+    places is read as a 128-bit decimal of scale 3, whose digits are the nanoseconds)."""
+    return (pl.col(column).str.to_decimal(scale=3) * 1000).cast(pl.Int64)
 
 
-def _last_cut(buffer: bytes) -> int:
-    """Position of the last ``}`` that is followed by ``,`` and then an object (-1: none)."""
+def _cuts(buffer: bytes | bytearray) -> Iterator[int]:
+    """Positions of the ``}`` followed by ``,`` and then an object, from the last one back."""
     end = len(buffer)
-    while (cut := buffer.rfind(b"},", 0, end)) >= 0:
-        if buffer[cut + 2 :].lstrip()[:1] == b"{":
-            return cut
+    while (cut := buffer.rfind(b"},", 0, end)) > 0:
+        if buffer[cut + 2 : cut + 258].lstrip()[:1] == b"{":
+            yield cut
         end = cut
-    return -1
 
 
 def _last_piece(buffer: bytes, tries: int = 64) -> tuple[list[_Event], dict[str, Any]]:
@@ -181,27 +218,60 @@ def _read(
             break
     else:
         raise Unsure("no traceEvents")
-    head = buffer[: opening + 1]
+    head = _utf8(buffer[: opening + 1])
     if head.count(_KEY) != 1:
         raise Unsure("traceEvents named twice")
     members = _MEMBERS.decode(head + b"]}")
-    buffer = buffer[opening + 1 :]
+    if members.pop("traceEvents", None) != []:  # the name was no top-level member
+        raise Unsure("no top-level traceEvents")
+    events = bytearray(b"[" + buffer[opening + 1 :])  # "[" and the events read so far
+    ascii_only = events.isascii()
     frames: list[pl.DataFrame] = []
     count = 0
     for block in blocks:
-        buffer += block
-        cut = _last_cut(buffer)
-        if cut < 0:
-            continue
-        items = _EVENTS.decode(b"[" + buffer[: cut + 1] + b"]")
-        buffer = buffer[cut + 2 :]
-        frames.append(_piece(items, count, cats))
-        count += len(items)
-    items, tail = _last_piece(buffer)
+        events += block
+        ascii_only = ascii_only and block.isascii()
+        for tries, cut in enumerate(_cuts(events)):
+            if tries == _TRIES:
+                raise Unsure("no event boundary in the last pieces")
+            events[cut + 1] = ord("]")  # the comma after the last whole event closes the piece
+            try:
+                items = _decode(events, cut + 2, ascii_only)
+            except msgspec.ValidationError:
+                raise
+            except msgspec.DecodeError:  # a cut inside a string or a nested value: an earlier one
+                events[cut + 1] = ord(",")
+                continue
+            frames.append(_piece(items, count, cats))
+            count += len(items)
+            del items  # its raw texts point into the buffer
+            del events[: cut + 1]
+            events[0] = ord("[")
+            break
+    buffer = bytes(events[1:])
+    items, tail = _last_piece(_utf8(buffer))
     if set(tail) & (set(members) | {"traceEvents"}) != {"traceEvents"}:
         raise Unsure("a member written twice")
     members |= tail
-    frames.append(_piece(items, count, cats))
+    if items:
+        frames.append(_piece(items, count, cats))
     members.pop("traceEvents", None)
-    frames = [f.select(list(schema)).cast(schema) for f in frames]  # type: ignore[arg-type]
+    frames = [f.cast(schema) for f in frames]  # type: ignore[arg-type]
     return (pl.concat(frames) if frames else pl.DataFrame(schema=schema)), members
+
+
+def _decode(events: bytearray, end: int, ascii_only: bool) -> list[_Event]:
+    """The events of ``events[:end]`` (a JSON array), decoded in place (their raw texts hold
+    the buffer until they are dropped)."""
+    piece = memoryview(events)[:end]
+    if not ascii_only:
+        str(piece, "utf-8")  # msgspec does not check the strings it skips
+    return _EVENTS.decode(piece)
+
+
+def _utf8(piece: bytes) -> bytes:
+    """The piece, known to be UTF-8 (msgspec does not check the strings it skips; the whole
+    reader rejects a file with undecodable bytes anywhere)."""
+    if not piece.isascii():
+        piece.decode("utf-8")
+    return piece
