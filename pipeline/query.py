@@ -148,9 +148,10 @@ def run_sql(store: Store, sql: str, *, allow_files: bool = False) -> pl.DataFram
         check_store_only(sql)
     import polars as pl
 
-    context = pl.SQLContext({name: store.scan(name) for name in tables()}, eager=False)
     try:
-        return context.execute(sql.strip().rstrip(";")).collect()
+        with store.shared_lock():  # one committed state: a running write finishes first
+            context = pl.SQLContext({name: store.scan(name) for name in tables()}, eager=False)
+            return context.execute(sql.strip().rstrip(";")).collect()
     except pl.exceptions.ComputeError as exc:
         if str(exc).startswith("parquet"):
             raise StoreError(f"{store.root}: cannot read the store: {_first_line(exc)}") from exc

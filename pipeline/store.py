@@ -523,7 +523,9 @@ class Store:
 
     @contextlib.contextmanager
     def shared_lock(self) -> Iterator[None]:
-        """Wait for a running write to finish and keep writers out, without creating a file."""
+        """Wait for a running write to finish and keep writers out, without creating a file:
+        `query`, `report` and `store check` read under it. Never take a write's lock (a
+        transaction) inside it: the two are separate open files, so that would wait forever."""
         try:
             handle = open(self.root / _LOCK_FILE, "rb")  # noqa: SIM115 (closed below)
         except FileNotFoundError:

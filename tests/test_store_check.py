@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,63 @@ def test_store_check_on_a_missing_store_is_a_usage_error_and_creates_nothing(
             f"error: no store at {missing} (run `explain-pipeline ingest` first, or pass --store)\n"
         )
     assert not missing.exists()
+
+
+WRITER = """
+import fcntl, os, sys, time
+from pathlib import Path
+lock, ready, go, new, target = map(Path, sys.argv[1:])
+with open(lock, "a+b") as handle:
+    fcntl.flock(handle, fcntl.LOCK_EX)  # what every explain-pipeline write holds
+    ready.touch()
+    while not go.exists():
+        time.sleep(0.02)
+    os.replace(new, target)  # the commit lands while the lock is held
+"""
+
+
+def _waiting_for_a_lock(pid: int) -> bool:
+    """Whether /proc/locks lists a blocked lock request of process ``pid``."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and str(pid) in fields:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("command", ["query", "report"])
+def test_readers_wait_for_a_running_write_and_read_what_it_committed(
+    tmp_path: Path, command: str
+) -> None:
+    """`query` and `report` read under the store's lock held shared: a write in progress
+    finishes first, so they see its result, never a state in between."""
+    store, other = Store(tmp_path / "store"), Store(tmp_path / "other")
+    for where, metric in ((store, 1.0), (other, 2.0)):
+        with where.transaction() as txn:
+            txn.put("samples", "c1", _samples("a", metric))
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store.root / ".lock"), str(ready),
+                               str(go), str(other.partition_file("samples", "c1")),
+                               str(store.partition_file("samples", "c1"))])  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        args = {"query": ["query", "SELECT metric FROM samples", "--format", "csv"],
+                "report": ["report", "c1", "-o", "-"]}[command]  # fmt: skip
+        query = subprocess.Popen([str(CLI), *args, "--store", str(store.root)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)  # fmt: skip
+        while not _waiting_for_a_lock(query.pid) and query.poll() is None:
+            assert time.monotonic() < deadline, "query never waited for the store's lock"
+            time.sleep(0.02)
+        assert query.poll() is None, query.communicate()
+        go.touch()
+        out, err = query.communicate(timeout=60)
+    finally:
+        go.touch()
+        writer.wait(timeout=60)
+    if command == "query":
+        assert (query.returncode, out, err) == (0, "metric\n2.0\n", "")
+    else:  # the store holds samples only: the report, once it could read, finds no campaign c1
+        assert query.returncode == 2 and "c1" in err, err

@@ -74,14 +74,16 @@ def report(
     store = Store.open_existing(store_path)
     changes = parse_what_if(what_if) or None
     overrides(changes or {})  # a bad key or value is a usage error, also for a blocked campaign
-    if campaign_id is not None and is_stdout(output):
-        write_output(output, render_campaign(load_campaign(store, campaign_id, what_if=changes)))
-        return ExitCode.OK
     out = Path(output) if output else default_output(campaign_id)
-    if campaign_id is not None:
-        click.echo(write_report(store, campaign_id, out, what_if=changes))
-        return ExitCode.OK
-    result = write_all(store, out, what_if=changes, shared_plotly=shared_plotly)
+    with store.shared_lock():  # one committed state: a running write finishes first
+        if campaign_id is not None and is_stdout(output):
+            page = render_campaign(load_campaign(store, campaign_id, what_if=changes))
+            write_output(output, page)
+            return ExitCode.OK
+        if campaign_id is not None:
+            click.echo(write_report(store, campaign_id, out, what_if=changes))
+            return ExitCode.OK
+        result = write_all(store, out, what_if=changes, shared_plotly=shared_plotly)
     for cid in result.not_assessed:
         click.echo(
             f"warning: {cid}: not assessed, no page (run `explain-pipeline assess {cid}`)", err=True
