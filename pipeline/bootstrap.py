@@ -28,6 +28,7 @@ pairs), far inside the 1e-12 to which the results equal the plain per-quantity c
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -72,6 +73,15 @@ class _Positions:
         past_end = virtual >= size - 1
         below[past_end] = above[past_end] = size - 1
         return cls(below, above, virtual - floor)
+
+
+def order_positions(
+    size: int, probs: FloatArray
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The two order statistics (0-based ranks in a sorted sample of ``size`` values) between
+    which numpy's ``linear`` quantile at each of ``probs`` interpolates."""
+    pos = _Positions.of(size, probs)
+    return pos.below, pos.above
 
 
 def _lerp(a: FloatArray, b: FloatArray, t: float) -> FloatArray:
@@ -164,12 +174,17 @@ def _order_statistics(
     return low, high
 
 
-def linear_quantiles(stat_t: FloatArray, probs: FloatArray) -> FloatArray:
+def linear_quantiles(
+    stat_t: FloatArray, probs: FloatArray, band: BoolArray | None = None
+) -> FloatArray:
     """numpy's ``linear`` quantiles of every row of ``stat_t`` (Q, B), with contract §4.2's infinity
     rule; returns (len(probs), Q). Equal to ``numpy.quantile(stat_t, probs, axis=1)`` to the last
-    bit wherever that has no NaN."""
+    bit wherever that has no NaN. ``band``: scratch space of at least Q rows of B, reused by a
+    caller that reads many blocks (fresh large arrays cost more in page faults than in work)."""
     pos = _Positions.of(stat_t.shape[1], probs)
-    below, above = _order_statistics(stat_t, pos, np.empty(stat_t.shape, dtype=bool))
+    if band is None:
+        band = np.empty(stat_t.shape, dtype=bool)
+    below, above = _order_statistics(stat_t, pos, band)
     return np.array([_lerp(below[k], above[k], float(pos.weight[k])) for k in range(len(probs))])
 
 
@@ -213,14 +228,11 @@ def _bounds(
     # allocates its buffers once: fresh large arrays per chunk cost more in page faults than
     # in work. NumPy releases the GIL in these kernels, so two workers use two cores.
     step = min(width, max(1, chunk_bytes // (8 * resamples)))
-    starts = range(0, width, step)
-    # a few chunks (one campaign) take milliseconds: threads would cost more than they save
-    workers = min(_WORKERS, len(starts)) if len(starts) >= _THREADED_CHUNKS else 1
 
-    def run(worker: int) -> None:
+    def run(share: range) -> None:
         stat_buffer = np.empty((step, resamples))
         band = np.empty((step, resamples), dtype=bool)
-        for start in starts[worker::workers]:
+        for start in share:
             rows = slice(start, min(start + step, width))
             stat_t = stat_buffer[: rows.stop - rows.start]
             # exact integer sums (quantities, resamples): the order statistics of the sums are
@@ -235,14 +247,24 @@ def _bounds(
                 high_end = _from_grid(above[k], n, shift[rows])
                 bounds[k, rows] = _lerp(low_end, high_end, float(pos.weight[k]))
 
-    if workers == 1:
-        run(0)
-    else:  # one BLAS thread per worker: BLAS's own threads would fight the workers for the cores
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
-            list(pool.map(run, range(workers)))  # list(): re-raise a worker's exception
+    in_workers(range(0, width, step), run)
     return bounds
+
+
+def in_workers(starts: range, work: Callable[[range], None]) -> None:
+    """``work(share)`` on each worker's share of the chunks that begin at ``starts``: two
+    threads, each with one BLAS thread (BLAS's own threads would fight the workers for the
+    cores), when there are enough chunks; a few chunks (one campaign) take milliseconds, and
+    threads would cost more than they save."""
+    workers = min(_WORKERS, len(starts)) if len(starts) >= _THREADED_CHUNKS else 1
+    if workers == 1:
+        work(starts)
+        return
+    from threadpoolctl import threadpool_limits
+
+    shares = [starts[worker::workers] for worker in range(workers)]
+    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
+        list(pool.map(work, shares))  # list(): re-raise a worker's exception
 
 
 def paired_intervals(

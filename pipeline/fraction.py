@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.bootstrap import linear_quantiles, resample_counts
+from pipeline.bootstrap import in_workers, linear_quantiles, order_positions, resample_counts
 from pipeline.quantities import ATTEMPT, INTERVAL_POLICY, Inputs, PairFrames, _group_sum, pairs
 
 FractionReason = Literal["not_applicable", "too_few_pairs", "no_reference_time", "total_unchanged"]
@@ -37,6 +37,8 @@ COLUMNS = {
 }
 _CHUNK_VALUES = 1 << 21
 """Resample means held at once per matrix (16 MiB of float64): bounds memory at any batch size."""
+_PIECE_VALUES = 1 << 18
+"""Resample means whose quantiles are read at once (2 MiB: they stay in cache meanwhile)."""
 
 
 def _declared(expectations: pl.LazyFrame) -> pl.LazyFrame:
@@ -152,7 +154,12 @@ def fraction_bounds(
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """For D and T of shape (n, A), pairs by repetition: low, high of D*/T* and whether the T*
     interval contains 0 (then low and high are NaN). Quantiles are numpy's linear ones, read
-    by the bootstrap's exact order-statistic selection (one row per attempt)."""
+    by the bootstrap's exact order-statistic selection (one row per attempt).
+
+    The resample means are the matrix products of blocks of ``_CHUNK_VALUES`` as they always
+    were: a product's last bit may depend on the block's shape and on BLAS's threads, so
+    these stay as they are. Their quantiles are read in cache-sized pieces by the bootstrap's
+    workers (exact order statistics: the same values in any piece)."""
     n, width = d.shape
     counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
     alpha = 1.0 - confidence
@@ -164,16 +171,69 @@ def fraction_bounds(
         cols = slice(start, min(start + step, width))
         d_star = d[:, cols].T @ counts_t / n  # (attempts, resamples)
         t_star = t[:, cols].T @ counts_t / n
-        t_low, t_high = linear_quantiles(t_star, probs)
-        flat = (t_low <= 0) & (t_high >= 0)
+        flat = interval_contains_zero(t_star, probs)
         unchanged[cols] = flat
-        if not flat.all():
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = d_star[~flat] / t_star[~flat]
-            r_low, r_high = linear_quantiles(ratio, probs)
-            low[cols][~flat] = r_low  # low[cols] is a view: this writes into low
-            high[cols][~flat] = r_high
+        due = np.flatnonzero(~flat)
+        if due.size:
+            low[start + due], high[start + due] = _quantiles(d_star, t_star, due, probs)
     return low, high, unchanged
+
+
+def interval_contains_zero(
+    stat: npt.NDArray[np.float64], probs: npt.NDArray[np.float64]
+) -> npt.NDArray[np.bool_]:
+    """Per row of finite ``stat`` (rows, B): whether ``low <= 0 <= high``, where ``low, high``
+    are its linear quantiles at ``probs``. Counting suffices for nearly every row: numpy's
+    interpolation between two order statistics never leaves the interval they bound, so
+    ``low <= 0`` when the upper of its two order statistics is <= 0 (more than ``above``
+    values are), and ``low > 0`` when the lower one is > 0 (at most ``below`` values are <= 0);
+    likewise for ``high`` with the values >= 0. Rows where the interpolation decides (0 lies
+    between the two order statistics) get their quantiles computed."""
+    size = stat.shape[1]
+    below, above = order_positions(size, probs)
+    nonpositive = np.count_nonzero(stat <= 0, axis=1)
+    nonnegative = np.count_nonzero(stat >= 0, axis=1)
+    # low <= 0: certainly when > above[0] values are <= 0; undecided when > below[0] are
+    low_le = nonpositive > above[0]
+    low_open = (nonpositive > below[0]) & ~low_le
+    # high >= 0: certainly when s[below[1]] >= 0, i.e. >= size - below[1] values are >= 0
+    high_ge = nonnegative >= size - below[1]
+    high_open = (nonnegative >= size - above[1]) & ~high_ge
+    contains = low_le & high_ge
+    open_rows = np.flatnonzero(low_open | high_open)
+    if open_rows.size:
+        low, high = _quantiles(stat, None, open_rows, probs)
+        contains[open_rows] = (low <= 0) & (high >= 0)
+    return contains
+
+
+def _quantiles(
+    top: npt.NDArray[np.float64],
+    bottom: npt.NDArray[np.float64] | None,
+    rows: npt.NDArray[np.intp],
+    probs: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """The quantiles (2, len(rows)) of ``top / bottom`` (of ``top`` when ``bottom`` is None) at
+    ``rows``, each piece of rows divided and read in cache-sized buffers of one worker."""
+    resamples = top.shape[1]
+    piece = max(1, _PIECE_VALUES // resamples)
+    found = np.empty((2, rows.size))
+
+    def run(share: range) -> None:
+        block = np.empty((piece, resamples))
+        band = np.empty((piece, resamples), dtype=bool)
+        for k in share:
+            which = rows[k : k + piece]
+            values = block[: which.size]
+            if bottom is None:
+                np.take(top, which, axis=0, out=values)
+            else:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    np.divide(top[which], bottom[which], out=values)
+            found[:, k : k + which.size] = linear_quantiles(values, probs, band)
+
+    in_workers(range(0, rows.size, piece), run)
+    return found
 
 
 def _group(part: pl.DataFrame, values: pl.DataFrame) -> pl.DataFrame:

@@ -220,3 +220,53 @@ def test_the_fraction_is_stored_in_assessments(tmp_path: Any) -> None:
     assert math.isfinite(row["explained_fraction_low"])
     assert assess(store).recomputed == 0
     assert pl.read_parquet(next((tmp_path / "s" / "assessments").rglob("*.parquet"))).height == 1
+
+
+# -- the selection behind the interval: against numpy.quantile -----------------------------------
+@pytest.mark.parametrize("size", [5, 400, 10000])
+@pytest.mark.parametrize("confidence", [0.95, 0.8, 0.5])
+def test_total_interval_contains_zero_as_numpy_says(size: int, confidence: float) -> None:
+    from pipeline.bootstrap import order_positions
+    from pipeline.fraction import interval_contains_zero
+
+    rng = np.random.default_rng(size)
+    alpha = 1 - confidence
+    probs = np.array([alpha / 2, 1 - alpha / 2])
+    _, above = order_positions(size, probs)
+    rows = [rng.normal(loc, 1.0, size) for loc in np.linspace(-4, 4, 40)]
+    rows += [np.zeros(size), rng.integers(-1, 2, size).astype(float)]  # zeros, many ties
+    for k in (0, 1):  # 0 right between the two order statistics the interpolation reads
+        for sign in (1.0, -1.0):
+            row = np.sort(rng.uniform(0.5, 1.5, size)) * sign
+            if sign < 0:
+                row = row[::-1]
+            split = int(above[k])
+            row[:split] -= 2.0 if sign > 0 else 0.0
+            row[split:] += 0.0 if sign > 0 else 2.0
+            rows.append(rng.permutation(row))
+    stat = np.array(rows)
+    low, high = np.quantile(stat, probs, axis=1, method="linear")
+    np.testing.assert_array_equal(interval_contains_zero(stat, probs), (low <= 0) & (high >= 0))
+
+
+def test_fraction_bounds_in_pieces_and_workers_equal_numpy() -> None:
+    # 10,000 resamples: 26 attempts a piece, 250 attempts: the workers share ten pieces
+    from pipeline.bootstrap import resample_counts
+    from pipeline.fraction import fraction_bounds
+
+    rng = np.random.default_rng(9)
+    n, width, resamples = 10, 250, 10000
+    t = rng.normal(1.0, 0.3, (n, width)) * rng.choice([1.0, -1.0], width)
+    t[:, ::5] = rng.normal(0.0, 1.0, (n, width // 5))  # totals that did not measurably change
+    d = t * rng.uniform(-0.5, 1.5, width)
+    low, high, unchanged = fraction_bounds(d, t, resamples=resamples, seed=4, confidence=0.9)
+    counts = resample_counts(n, resamples=resamples, seed=4)
+    d_star, t_star = (counts @ d).T / n, (counts @ t).T / n
+    t_low, t_high = np.quantile(t_star, [0.05, 0.95], axis=1, method="linear")
+    np.testing.assert_array_equal(unchanged, (t_low <= 0) & (t_high >= 0))
+    assert 0 < unchanged.sum() < width
+    r_low, r_high = np.quantile(d_star / t_star, [0.05, 0.95], axis=1, method="linear")
+    due = ~unchanged
+    np.testing.assert_allclose(low[due], r_low[due], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(high[due], r_high[due], rtol=1e-12, atol=0)
+    assert np.isnan(low[unchanged]).all() and np.isnan(high[unchanged]).all()
