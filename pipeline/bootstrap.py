@@ -106,6 +106,15 @@ def _sample_rank(depth: int, size: int, sample: int) -> int:
     return int(np.ceil(sample * frac + _Z * np.sqrt(sample * frac * (1 - frac)))) + 1
 
 
+def _extract(mask: BoolArray, values: FloatArray) -> FloatArray:
+    """``values[mask]`` of C-contiguous arrays, by Polars' filter: several times faster than
+    numpy's for a sparse mask (numpy walks the mask element by element)."""
+    import polars as pl
+
+    kept = pl.Series(values.reshape(-1)).filter(pl.Series(mask.reshape(-1)))
+    return kept.to_numpy()
+
+
 def _smallest(
     stat_t: FloatArray,
     pivot: FloatArray,
@@ -127,7 +136,7 @@ def _smallest(
     width = max(int(counts.max()), deepest + 1)
     padded = np.full(rows * width, np.inf)
     offsets = np.repeat(np.arange(rows) * width - (np.cumsum(counts) - counts), counts)
-    gathered = np.extract(band, stat_t)  # faster than stat_t[band]
+    gathered = _extract(band, stat_t)
     padded[offsets + np.arange(offsets.size)] = -gathered if upper else gathered
     result = np.partition(padded.reshape(rows, width), ranks, axis=1)[:, ranks]
     few = np.flatnonzero(counts <= deepest)
