@@ -171,3 +171,63 @@ def test_crash_after_the_journal_commit_is_rolled_forward(
     assert first["metric"].to_list() == [0.5]
     assert reopened.read("attempts").height == 2
     assert set(ingest(attempts_dir, reopened).attempts["outcome"]) == {"unchanged"}
+
+
+def test_campaigns_ingested_together_keep_their_own_rows_and_files(tmp_path: Path) -> None:
+    """Small campaigns are validated and written in one group: the same attempt ids in three
+    campaigns still land in three partitions, each with its own rows; a campaign without
+    expectations gets an empty expectations file, and a rejected attempt stays out."""
+    root = tmp_path / "attempts"
+    for cid, mechanism in (("c1", {}), ("c2", None), ("c3", {})):
+        kwargs = {} if mechanism is not None else {"mechanism": None}
+        write_example_campaign(root, cid, attempts=("r001", "r002"), **kwargs)
+    rewrite_metric(root, "r002", 2, 0.25)  # c1/r002 only
+    (root / "c3" / "r001" / "measurements.jsonl").write_text('{"side": "baseline"}\n')
+    store = Store(tmp_path / "store")
+    report = ingest(root, store)
+    outcomes = report.attempts.select(pl.concat_str("campaign_id", "attempt_id", "outcome"))
+    assert outcomes.to_series().to_list() == [
+        "c1r001ingested", "c1r002ingested", "c2r001ingested", "c2r002ingested",
+        "c3r001rejected", "c3r002ingested",
+    ]  # fmt: skip
+    assert {str(i).split(":")[0] for i in report.issues} == {
+        str(root / "c3" / "r001" / "measurements.jsonl")
+    }
+    for table_name in ("samples", "breakdown", "counters", "expectations", "integrity"):
+        assert store.campaign_ids(table_name) == ["c1", "c2", "c3"], table_name
+    samples = store.read("samples")
+    for cid, attempts in (("c1", ["r001", "r002"]), ("c2", ["r001", "r002"]), ("c3", ["r002"])):
+        mine = samples.filter(pl.col("campaign_id") == cid)
+        assert mine["attempt_id"].unique(maintain_order=True).to_list() == attempts
+        assert mine.height == 12 * len(attempts)
+    changed = samples.filter(pl.col("metric") == 0.25)
+    assert changed.select("campaign_id", "attempt_id", "line").rows() == [("c1", "r002", 2)]
+    expectations = store.read("expectations")
+    assert sorted(set(expectations["campaign_id"])) == ["c1", "c3"]
+    assert pl.read_parquet(store.partition_file("expectations", "c2")).height == 0
+
+
+def test_a_journal_staged_one_folder_per_file_is_still_finished(
+    attempts_dir: Path, tmp_path: Path
+) -> None:
+    """Writes before this layout staged each file in its own folder
+    (``_staging/<txid>/<table>/campaign_id=<id>/data.parquet``); a journal a crash left with
+    such paths is rolled forward like a new one."""
+    store = Store(tmp_path / "store")
+    ingest(attempts_dir, store)
+    target = store.partition_file("samples", "c1")
+    frame = pl.read_parquet(target).with_columns(metric=pl.lit(0.5))
+    staged = store.root / "_staging" / "ab12" / "samples" / "campaign_id=c1" / "data.parquet"
+    staged.parent.mkdir(parents=True)
+    frame.write_parquet(staged)
+    ops = [
+        {
+            "target": "samples/campaign_id=c1/data.parquet",
+            "staged": str(staged.relative_to(store.root)),
+        }
+    ]
+    (store.root / "_txn").mkdir(exist_ok=True)
+    (store.root / "_txn" / "ab12.json").write_text(json.dumps({"txid": "ab12", "ops": ops}))
+    reopened = Store(store.root)
+    assert set(reopened.read("samples")["metric"]) == {0.5}
+    assert not (store.root / "_staging").exists() and not list((store.root / "_txn").glob("*"))
