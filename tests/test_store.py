@@ -11,7 +11,7 @@ import duckdb  # a test extra: contract §3 promises the store reads as is in Du
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
-from conftest import example_runs, write_example_campaign
+from conftest import MECHANISM, example_runs, write_example_campaign
 
 import pipeline.store
 from pipeline.errors import StoreError
@@ -178,9 +178,8 @@ def test_campaigns_ingested_together_keep_their_own_rows_and_files(tmp_path: Pat
     campaigns still land in three partitions, each with its own rows; a campaign without
     expectations gets an empty expectations file, and a rejected attempt stays out."""
     root = tmp_path / "attempts"
-    for cid, mechanism in (("c1", {}), ("c2", None), ("c3", {})):
-        kwargs = {} if mechanism is not None else {"mechanism": None}
-        write_example_campaign(root, cid, attempts=("r001", "r002"), **kwargs)
+    for cid in ("c1", "c2", "c3"):
+        write_example_campaign(root, cid, mechanism=None if cid == "c2" else MECHANISM)
     rewrite_metric(root, "r002", 2, 0.25)  # c1/r002 only
     (root / "c3" / "r001" / "measurements.jsonl").write_text('{"side": "baseline"}\n')
     store = Store(tmp_path / "store")
