@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from pipeline.importers import ImportOptions, InputFile, build_line, import_run
 from pipeline.importers.common import ImportFormatError
-from pipeline.importers.kineto import read
+from pipeline.importers.kineto import read, union_ns
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "kineto"
 
@@ -289,3 +291,29 @@ def test_region_pattern_applies_to_gpu_regions_by_annotation_name(tmp_path: Path
     assert line["breakdown"]["step-1"] == {"inner": pytest.approx(10e-6),
                                            "gpu:inner": pytest.approx(50e-6)}  # fmt: skip
     assert "step-2" not in line.get("breakdown", {})  # no kept region in step 2
+
+
+def _union_reference(rows: list[tuple[str, str, int, int]]) -> dict[tuple[str, str], int]:
+    """The union length per group, by merging sorted intervals one by one."""
+    merged: dict[tuple[str, str], list[list[int]]] = {}
+    for a, b, start, end in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+        spans = merged.setdefault((a, b), [])
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    return {key: sum(e - s for s, e in spans) for key, spans in merged.items()}
+
+
+@pytest.mark.parametrize("base", [0, 2**61])  # 2**61: shifted times would overflow
+def test_union_ns_equals_merging_sorted_intervals(base: int) -> None:
+    rng = random.Random(7)
+    rows = []
+    for _ in range(400):
+        start = base + rng.randrange(0, 40_000)  # gaps, overlaps and nesting
+        rows.append((rng.choice("xyz"), rng.choice("pq"), start, start + rng.randrange(0, 600)))
+    frame = pl.DataFrame(rows, schema=["a", "b", "start", "end"], orient="row")
+    got = union_ns(frame, ["a", "b"])
+    assert dict(zip(zip(got["a"], got["b"], strict=True), got["ns"], strict=True)) == (
+        _union_reference(rows)
+    )

@@ -142,6 +142,8 @@ def _renamed_steps(
     breakdown: Mapping[str, Mapping[str, Decimal]], renames: Mapping[str, str]
 ) -> dict[str, dict[str, Decimal]]:
     """Steps renamed like regions; two steps renamed to one are added region by region."""
+    if not renames:  # nothing is merged: each value as is (a sum's rounding to the context)
+        return {step: {r: +v for r, v in regions.items()} for step, regions in breakdown.items()}
     out: dict[str, dict[str, Decimal]] = {}
     for step, regions in breakdown.items():
         merged = out.setdefault(renames.get(step, step), {})

@@ -256,12 +256,17 @@ def _check_disjoint(path: Path, steps: pl.DataFrame) -> None:
         )
 
 
-def _assign(events: pl.DataFrame, steps: pl.DataFrame, at: str = "start") -> pl.DataFrame:
-    """Each event's step: the step whose window [s_start, s_end) contains ``at`` (null if none)."""
+def _assign(
+    events: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame, at: str = "start"
+) -> pl.LazyFrame:
+    """Each event's step: the step whose window [s_start, s_end) contains ``at`` (null if none).
+    Lazy, so that the caller's filters run in the same pass (no full copy in between)."""
     if steps["idx"].to_list() == [-1]:  # no step annotations: the whole capture
-        return events.with_columns(step=pl.lit("all"))
-    joined = events.sort(at).join_asof(
-        steps.select("step", "s_start", "s_end"), left_on=at, right_on="s_start"
+        return events.lazy().with_columns(step=pl.lit("all"))
+    joined = (
+        events.lazy()
+        .sort(at)
+        .join_asof(steps.lazy().select("step", "s_start", "s_end"), left_on=at, right_on="s_start")
     )
     inside = pl.col(at) < pl.col("s_end")
     return joined.with_columns(step=pl.when(inside).then(pl.col("step"))).drop("s_start", "s_end")
@@ -272,19 +277,30 @@ def _assign(events: pl.DataFrame, steps: pl.DataFrame, at: str = "start") -> pl.
 
 def union_ns(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Length of the union of [start, end) intervals per group of ``keys``: overlapping or
-    nested intervals are counted once."""
+    nested intervals are counted once.
+
+    Sorted by group then start, an interval opens a new stretch when it starts after the
+    furthest end reached before it in its group. The groups are numbered in that order and each
+    one's times are shifted past the previous one's (group * span), so one running maximum over
+    the whole frame never carries an end into the next group (no window per group)."""
     if frame.is_empty():
         return frame.select(*keys).with_columns(ns=pl.lit(0, pl.Int64)).head(0)
+    ordered = frame.sort([*keys, "start"]).with_columns(group=pl.struct(keys).rle_id())
+    low, high, groups = ordered.select(
+        pl.col("start").min(), pl.col("end").max(), pl.col("group").max()
+    ).row(0)
+    span = max(high - low, 0) + 1
+    if (groups + 1) * span >= 2**62:  # the shifted times would overflow: a window per group
+        reach = pl.col("end").cum_max().shift(1).over("group")
+        opens = reach.is_null() | (pl.col("start") > reach)
+    else:
+        shift = pl.col("group").cast(pl.Int64) * span - low
+        reach = (pl.col("end") + shift).cum_max().shift(1)
+        opens = reach.is_null() | (pl.col("start") + shift > reach)
     return (
-        frame.sort([*keys, "start"])
-        .with_columns(reach=pl.col("end").cum_max().shift(1).over(keys))
-        .with_columns(
-            segment=(pl.col("reach").is_null() | (pl.col("start") > pl.col("reach")))
-            .cum_sum()
-            .over(keys)
-        )
-        .group_by([*keys, "segment"])
-        .agg(s=pl.col("start").min(), e=pl.col("end").max())
+        ordered.with_columns(stretch=opens.cum_sum())
+        .group_by("stretch")
+        .agg(*(pl.col(k).first() for k in keys), s=pl.col("start").min(), e=pl.col("end").max())
         .group_by(keys)
         .agg(ns=(pl.col("e") - pl.col("s")).sum())
     )
@@ -311,11 +327,14 @@ def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
         frame, members = streamed
     notes: list[str] = []
     steps = _steps(path, frame, options, notes)
-    cpu = _assign(frame.filter(pl.col("cat").is_in(CPU_CATS)), steps)
-    cpu = cpu.filter(pl.col("step").is_not_null() & ~pl.col("idx").is_in(steps["idx"].implode()))
+    cpu = (
+        _assign(frame.lazy().filter(pl.col("cat").is_in(CPU_CATS)).drop("corr", "nbytes"), steps)
+        .filter(pl.col("step").is_not_null() & ~pl.col("idx").is_in(steps["idx"].implode()))
+        .collect()
+    )
     regions = _cpu_regions(cpu, options)
-    counters: dict[str, int] = {C.ATEN_OPS: cpu.filter(pl.col("cat") == "cpu_op").height}
-    has_gpu = not frame.filter(pl.col("cat").is_in(GPU_CATS | API_CATS)).is_empty()
+    counters: dict[str, int] = {C.ATEN_OPS: cpu.select((pl.col("cat") == "cpu_op").sum()).item()}
+    has_gpu = frame.select(pl.col("cat").is_in(GPU_CATS | API_CATS).any()).item()
     if has_gpu:
         gpu = _gpu_events(frame, steps)
         lost = gpu.filter(pl.col("step").is_null()).height
@@ -366,7 +385,7 @@ def _gpu_events(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """GPU events with the step, thread and start time of the API call that launched them."""
     launches = _assign(
         frame.filter(pl.col("cat").is_in(API_CATS) & pl.col("corr").is_not_null()), steps
-    )
+    ).collect()
     # A runtime call and the driver call under it may share a correlation: keep the outer one.
     launches = (
         launches.sort("start")
