@@ -422,12 +422,8 @@ def _write(
         for name in OUTPUT_TABLES:
             txn.delete(name, cid)
     wanted = [c for c in ids if c in changed and c not in blocked]
-    for name in OUTPUT_TABLES:
-        frame = result[name].filter(pl.col("campaign_id").is_in(wanted))
-        parts = frame.partition_by("campaign_id", as_dict=True)
-        empty = frame.clear()
-        for cid in wanted:
-            txn.put(name, cid, parts.get((cid,), empty))
+    for name in OUTPUT_TABLES:  # one pass over each table's rows, one file per campaign
+        txn.put_partitions(name, result[name], wanted)
 
 
 def assess(
