@@ -260,29 +260,33 @@ def breakdown_cells(runs: list[_Run]) -> tuple[pl.DataFrame, np.ndarray, np.ndar
     nested_at, flat_at = np.flatnonzero(nested), np.flatnonzero(~nested)
     n_nested = np.bincount(line_of_step[nested_at], minlength=len(runs))
     mixed = (n_nested > 0) & (n_nested < n_steps)
-    n_regions, regions, seconds = _flatten(list(compress(values, nested)))
+    steps_of = values if len(flat_at) == 0 else list(compress(values, nested))
+    n_regions = np.fromiter(map(len, steps_of), np.int64, len(steps_of))
+    seconds = chain.from_iterable(map(dict.values, steps_of))
     step_names = pl.Series(steps, dtype=pl.String)
     of_cell = np.repeat(nested_at, n_regions)
-    cells = pl.concat(
-        [
-            pl.DataFrame(
-                {
-                    "run": line_of_step[of_cell],
-                    "step": step_names.gather(of_cell),
-                    "region": pl.Series(regions, dtype=pl.String),
-                    "seconds": np.asarray(seconds, np.float64),
-                }
-            ),
-            pl.DataFrame(
-                {
-                    "run": line_of_step[flat_at],
-                    "step": pl.repeat("all", len(flat_at), dtype=pl.String, eager=True),
-                    "region": step_names.gather(flat_at),
-                    "seconds": np.asarray(list(compress(values, ~nested)), np.float64),
-                }
-            ),
-        ]
-    ).sort("run", maintain_order=True)  # a line is all nested or all flat: key order is kept
+    parts = [
+        pl.DataFrame(
+            {
+                "run": line_of_step[of_cell],
+                "step": step_names.gather(of_cell),
+                "region": pl.Series(list(chain.from_iterable(steps_of)), dtype=pl.String),
+                "seconds": np.fromiter(seconds, np.float64, len(of_cell)),
+            }
+        ),
+        pl.DataFrame(
+            {
+                "run": line_of_step[flat_at],
+                "step": pl.repeat("all", len(flat_at), dtype=pl.String, eager=True),
+                "region": step_names.gather(flat_at),
+                "seconds": np.fromiter(compress(values, ~nested), np.float64, len(flat_at)),
+            }
+        ),
+    ]
+    if len(flat_at) == 0 or len(nested_at) == 0:  # the usual case: nothing to interleave
+        cells = parts[0] if len(flat_at) == 0 else parts[1]
+    else:  # a line is all nested or all flat (else rejected): key order is kept
+        cells = pl.concat(parts).sort("run", maintain_order=True)
     keys = n_steps + np.bincount(line_of_step[of_cell], minlength=len(runs))
     return cells, mixed, keys
 

@@ -79,8 +79,11 @@ def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
         if size > limit:
             raise InputFileError("too_large", _too_large(size, limit, what or path.name))
         body = os.read(fd, size + 1)
-        while len(body) <= limit and (more := os.read(fd, limit + 1 - len(body))):
-            body += more  # a file that grew, or a short read
+        while len(body) != size and len(body) <= limit:  # a file that grew, or a short read
+            more = os.read(fd, limit + 1 - len(body))
+            if not more:
+                break
+            body += more
     finally:
         os.close(fd)
     if len(body) > limit:  # grew while being read
