@@ -13,6 +13,8 @@ evidence (pipeline.integrity).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -144,7 +146,7 @@ def ingest(
     tick = bar.update if engine.in_process else None
     work = [(group, store, tick, root) for group in campaign_groups(folders, sizes)]
     try:
-        with bar, store.transaction() as txn:
+        with _no_cycle_collection(), bar, store.transaction() as txn:
             for got in engine.map(prepare_campaigns, work):
                 run.merge(got.run)
                 _write_group(store, txn, got)
@@ -153,6 +155,21 @@ def ingest(
     except (OSError, pl.exceptions.ComputeError) as exc:  # the store, not the inputs
         raise StoreError(f"{store.root}: cannot update the store: {exc}") from exc
     return run.report()
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector: ingest decodes millions of small objects (the lines'
+    dicts and numbers) and frees them batch by batch, and the collector would walk them again
+    and again (0.3-0.6 s of a 3,000-attempt ingest) though they form no cycles. Reference
+    counting still frees them; the collector's state is restored after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _visible_dirs(folder: Path) -> list[Path]:
@@ -257,6 +274,13 @@ def prepare_campaigns(
     (pipeline.engines); ``tick`` reports progress per attempt when it runs here; symbolic links
     leading out of ``root`` (the resolved SOURCE) are not followed."""
     tick = tick or (lambda n: None)
+    with _no_cycle_collection():  # also where an engine runs it on another process
+        return _prepare(folders, store, tick, root)
+
+
+def _prepare(
+    folders: Sequence[Path], store: Store, tick: Callable[[int], object], root: Path | None
+) -> _Prepared:
     runs = [_Run(root=root) for _ in folders]
     campaigns = [
         c for f, r in zip(folders, runs, strict=True) if (c := _open_campaign(f, store, r, tick))

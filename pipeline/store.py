@@ -281,6 +281,7 @@ def _write_partitions(rows: pl.DataFrame, columns: list[str], paths: dict[str, P
             approximate_bytes_per_file=None,
         ),
         statistics=True,
+        compression="lz4",  # about half zstd's time on the breakdown, files ~8 % larger
         maintain_order=True,
     )
 
