@@ -44,6 +44,9 @@ from pipeline.contracts import table
 from pipeline.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
 from pipeline.store import Store
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ingest import same_stores  # noqa: E402 - beside this file
+
 STEPS = ("decode-0", "decode-1", "decode-2", "decode-3")
 REGIONS = ("attention", "mlp", "sampling", "comm")
 SHARES = np.array([0.10, 0.50, 0.25, 0.15])
@@ -283,6 +286,15 @@ def run(args: argparse.Namespace, work: Path) -> None:
     out = work / "naive.json"
 
     ingest_s, ingest_cpu, ingest_rss = measure([cli, "ingest", str(folder), "--store", str(clean)])
+    # the same folder through the per-line validator: the comparison, and the same tables
+    precise = work / "precise-store"
+    shutil.rmtree(precise, ignore_errors=True)
+    precise_s, precise_cpu, _ = measure(
+        [cli, "ingest", str(folder), "--store", str(precise)], env={"EXPLAIN_INGEST_PRECISE": "1"}
+    )
+    same_stores(clean, precise)
+    shutil.rmtree(precise)
+    n_lines = attempts * args.repetitions * 2
     shutil.copytree(clean, store)
     help_s, help_cpu = median_of(args.runs, [cli, "--help"])
     python_s, python_cpu = median_of(args.runs, [sys.executable, "-c", "pass"])
@@ -322,8 +334,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
               f"{floor_s:.2f} s [{floor_cpu:.2f}] (median)", f"naive script on its folder: "
               f"{one_naive_s:.2f} s [{one_naive_cpu:.2f}]", f"{floor_s / one_naive_s:.2f}x the "
               "naive time, before any work", "—", "1"))  # fmt: skip
-    print(row(f"`ingest` of {attempts:,} attempts", f"{ingest_s:.1f} s [{ingest_cpu:.1f}], peak "
-              f"RSS {ingest_rss:.0f} MiB", "—", "—", "see the ingest rows", "2 cores"))  # fmt: skip
+    print(row(f"`ingest` of {attempts:,} attempts ({n_lines:,} measurement lines, {campaigns} "
+              "campaigns)", f"{ingest_s:.1f} s [{ingest_cpu:.1f}] = {n_lines / ingest_s:,.0f} "
+              f"lines/s [{n_lines / ingest_cpu:,.0f} per CPU second], peak RSS {ingest_rss:.0f} "
+              "MiB", f"per-line validator (EXPLAIN_INGEST_PRECISE=1): {precise_s:.1f} s "
+              f"[{precise_cpu:.1f}] = {n_lines / precise_s:,.0f} lines/s; same stored tables",
+              f"{precise_s / ingest_s:.1f}x faster", "≥ 40,000 lines/s", "2 cores"))  # fmt: skip
     print(row(f"`assess --all` of {attempts:,} attempts ({n_all:,} quantities with an "
               f"interval)", f"{all_s:.1f} s [{all_cpu:.1f}] = {n_all / all_s:,.0f} quantities/s, "
               f"peak RSS {all_rss:.0f} MiB", f"naive script over every folder: {naive_s:.1f} s "
