@@ -4,6 +4,9 @@ small as a few bytes, and leaves every file it cannot vouch for to the whole-fil
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -159,3 +162,29 @@ def test_undecodable_bytes_in_a_skipped_field_are_reported_as_by_the_whole_reade
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=4096) is None
     with pytest.raises(ImportFormatError, match="expected UTF-8 JSON, got undecodable bytes"):
         import_line("kineto", [str(path)], side="baseline", repetition=0)
+
+
+_ALLOCATOR_CHECK = """
+import os, sys
+from pipeline.importers import _registry
+_registry()
+print("polars" in sys.modules, os.environ.get("_RJEM_MALLOC_CONF"))
+"""
+
+
+@pytest.mark.parametrize("own", [None, "narenas:2"])
+def test_the_allocator_setting_lives_only_while_polars_loads(own: str | None) -> None:
+    # Commands that record runs see Polars' own setting, as without it; a user's is kept.
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if own is not None:
+        env["_RJEM_MALLOC_CONF"] = own
+    out = subprocess.run(
+        [sys.executable, "-c", _ALLOCATOR_CHECK],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded, setting = out.stdout.split()
+    assert loaded == "True" and "decay_ms:0" not in setting
+    assert own is None or setting.endswith(own)

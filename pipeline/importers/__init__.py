@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -61,7 +62,31 @@ class Imported:
 Reader = Callable[[Sequence[InputFile], ImportOptions], Imported]
 
 
+# Polars' allocator (jemalloc, under its Rust prefix) reads this setting once, as Polars loads;
+# Polars puts its own defaults first and a value found here after them (the later one wins).
+_ALLOCATOR = "_RJEM_MALLOC_CONF"
+_RETURN_AT_ONCE = "dirty_decay_ms:0,muzzy_decay_ms:0"
+
+
+def _load_polars() -> None:
+    """Load Polars with its allocator returning freed memory to the system at once. Polars'
+    default keeps freed pages for about a second, and an import frees and allocates columns
+    piece after piece: a 58 MB trace peaked at 2.2x its size, 1.45x with this. The setting
+    lives only while Polars loads (commands that ``record`` runs see Polars' own default, as
+    without it), and is not made when the user set one or Polars is already loaded."""
+    if "polars" in sys.modules or _ALLOCATOR in os.environ:
+        return
+    os.environ[_ALLOCATOR] = _RETURN_AT_ONCE
+    try:
+        import polars  # noqa: F401
+    finally:
+        polars_default = os.environ.pop(_ALLOCATOR, "").removesuffix(_RETURN_AT_ONCE)
+        if polars_default.rstrip(","):
+            os.environ[_ALLOCATOR] = polars_default.rstrip(",")
+
+
 def _registry() -> dict[str, Reader]:
+    _load_polars()
     from pipeline.importers import kineto, msprof, ncu, nsys
 
     return {"kineto": kineto.read, "nsys": nsys.read, "ncu": ncu.read, "msprof": msprof.read}
