@@ -359,16 +359,18 @@ def pair_frames(inputs: Inputs) -> PairFrames:
     share_names = with_refs.with_columns(pl.lit(SHARE_NAME).alias("name"))
 
     columns = [pl.col(c).cast(t) for c, t in _PAIR_SCHEMA.items()]
+    # collected once here: both the log-ratios and the explained fraction read them (a plan
+    # that used them twice computed them twice)
     regions = pl.concat(
         [
             _paired(pk, region_names, region_run, "region").select(columns),
             _normalized(bd, steps, pk, normalized_names).select(columns),
         ]
-    )
+    ).collect(engine=_ENGINE)
     raw = pl.concat(
         [
             _paired(pk, metric_names, metric_run, "metric").select(columns),
-            regions,
+            regions.lazy(),
             _share(steps, pk.join(with_refs, on=ATTEMPT, how="semi")).select(columns),
             _paired(pk, counter_names, counter_run, "counter").select(columns),
         ]
@@ -385,10 +387,10 @@ def pair_frames(inputs: Inputs) -> PairFrames:
             )
         ]
     )
-    q_frame, p_frame, r_frame = pl.collect_all(
-        [quantities, log_ratios(raw, inputs.campaigns), regions], engine=_ENGINE
+    q_frame, p_frame = pl.collect_all(
+        [quantities, log_ratios(raw, inputs.campaigns)], engine=_ENGINE
     )
-    return PairFrames(quantities=q_frame, pairs=p_frame, regions=r_frame)
+    return PairFrames(quantities=q_frame, pairs=p_frame, regions=regions)
 
 
 def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
