@@ -82,7 +82,7 @@ def test_more_than_three_decimals_take_the_exact_whole_reading(tmp_path: Path) -
 def _tricky(tmp_path: Path, indent: int | None) -> Path:
     """The fixture with events whose text holds what a cut must not split on: braces, commas
     and escaped quotes in names, nested arrays of objects in args, ids that are strings, null
-    or booleans, names that are not ASCII."""
+    or booleans, names that are not ASCII, categories in other cases."""
     doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
     ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
     ops[0]["name"] = 'aten::odd "quoted" }, {"ph": "X", "ts": 1} [,] \\ end'
@@ -91,6 +91,7 @@ def _tricky(tmp_path: Path, indent: int | None) -> Path:
     ops[3]["pid"], ops[3]["tid"] = "Spans", None
     ops[4]["tid"] = True
     del ops[5]["pid"]
+    ops[6]["cat"], ops[7]["cat"] = "CPU_Op", "\u212aernel"  # case-folded: cpu_op, kernel
     path = tmp_path / f"tricky-{indent}.json"
     path.write_text(json.dumps(doc, indent=indent, ensure_ascii=False))
     return path

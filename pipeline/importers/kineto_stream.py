@@ -131,12 +131,12 @@ def _kept(frames: list[pl.DataFrame], offset: int, cats: dict[str, str]) -> pl.D
     arithmetic as one query over the batch. Each kept event must have plain ids and times
     (else the file is read whole); a value that is not plain only turns into a null here."""
     frame = pl.concat(frames)
-    if frame.select(pl.col("cat").str.contains(r"[^\x00-\x7f]").any()).item():
-        raise Unsure("a category that is not ASCII")  # casefold() and to_lowercase() may differ
+    # The few distinct categories are case-folded in Python, exactly as the whole reader does.
+    folded = {c: cats.get(c.casefold()) for c in frame.get_column("cat").unique().to_list()}
     kept = (
         frame.lazy()
         .with_row_index("idx", offset)
-        .with_columns(cat=pl.col("cat").str.to_lowercase().replace_strict(cats, default=None))
+        .with_columns(cat=pl.col("cat").replace_strict(folded, return_dtype=pl.String))
         .filter((pl.col("ph") == "X") & pl.col("cat").is_not_null())
         .select(
             "idx",
