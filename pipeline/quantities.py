@@ -432,12 +432,18 @@ def _reason_of_rank() -> pl.Expr:
 
 def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
     """One row per quantity: n_pairs, reason (null when an interval is due), exp(mean x) when the
-    ratio is defined, and the interval policy of its campaign."""
+    ratio is defined, the interval policy of its campaign, and its pairs' x by repetition
+    (``xs``, what the interval is computed from)."""
     per = (
         frames.pairs.lazy()
         .with_columns(_reason_rank().alias("rank"))
         .group_by(QUANTITY)
-        .agg(pl.len().cast(pl.Int64).alias("n_pairs"), pl.col("rank").min(), pl.col("x"))
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_pairs"),
+            pl.col("rank").min(),
+            pl.col("x"),
+            pl.col("x").sort_by("repetition").alias("xs"),
+        )
         .with_columns(
             _reason_of_rank().alias("reason"),
             # sorted first: the same mean to the last bit whatever the row order
@@ -469,41 +475,32 @@ def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-def intervals(summary: pl.DataFrame, pair_x: pl.LazyFrame) -> pl.DataFrame:
+def intervals(summary: pl.DataFrame) -> pl.DataFrame:
     """The interval of every quantity due one: one `method_intervals` call per group of equal
-    (n, seed, resamples, confidence, interval), its x matrix pivoted as (n, Q) with rows by
-    repetition. Returns qid, estimate, low, high, method."""
-    due = summary.filter(pl.col("reason").is_null()).select(
-        "qid", *QUANTITY, "n_pairs", *INTERVAL_POLICY
+    (n, seed, resamples, confidence, interval), its x matrix (n, Q) from the summary's lists
+    (one row per repetition). Returns qid, estimate, low, high, method."""
+    group = ["n_pairs", *INTERVAL_POLICY]
+    due = (
+        summary.filter(pl.col("reason").is_null())
+        .select("qid", *group, "xs")
+        .sort([*group, "qid"])
     )
     schema = {"qid": pl.UInt32, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64,
               "method": pl.String}  # fmt: skip
     if due.is_empty():
         return pl.DataFrame(schema=schema)
-    group = ["n_pairs", *INTERVAL_POLICY]
-    long = (
-        pair_x.join(due.lazy(), on=QUANTITY, how="inner")
-        .select([*group, "qid", "repetition", "x"])
-        .sort([*group, "qid", "repetition"])
-        .collect()
-    )
     out = []
-    for key, part in long.partition_by(group, as_dict=True, maintain_order=True).items():
+    for key, part in due.partition_by(group, as_dict=True, maintain_order=True).items():
         n, seed, resamples, confidence, method = key
-        qids = part["qid"].gather_every(int(n)).to_numpy()
-        x = part["x"].to_numpy().reshape(len(qids), int(n)).T
+        qids = part["qid"].to_numpy()
+        x = part["xs"].explode().to_numpy().reshape(len(qids), int(n)).T
         result = method_intervals(
             x, method, resamples=int(resamples), seed=int(seed), confidence=float(confidence)
         )
         out.append(
             pl.DataFrame(
-                {
-                    "qid": qids,
-                    "estimate": result.estimate,
-                    "low": result.low,
-                    "high": result.high,
-                    "method": result.method,
-                },
+                {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high,
+                 "method": result.method},
                 schema=schema,
             )  # fmt: skip
         )
@@ -530,7 +527,7 @@ def comparisons(inputs: Inputs, frames: PairFrames | None = None) -> pl.DataFram
     pair_frames when already computed."""
     frames = frames or pair_frames(inputs)
     summary = summarize(frames, inputs.campaigns)
-    bounds = intervals(summary, frames.pairs.lazy())
+    bounds = intervals(summary)
     return (
         summary.join(bounds, on="qid", how="left", suffix="_boot")
         .with_columns(
