@@ -41,6 +41,17 @@ def test_stream_gives_the_events_of_the_whole_file(name: str, block: int) -> Non
     _same_as_whole(FIXTURES / name, block)
 
 
+@pytest.mark.parametrize("name", [*TRACES, "tricky"])
+def test_the_streamed_line_is_the_whole_readers_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    path = _tricky(tmp_path, 2) if name == "tricky" else FIXTURES / name
+    assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=4096) is not None
+    streamed = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
+    monkeypatch.setenv("EXPLAIN_KINETO_WHOLE", "1")
+    assert import_line("kineto", [str(path)], side="baseline", repetition=0)[0] == streamed
+
+
 def test_stream_of_a_gpu_trace_and_the_same_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
