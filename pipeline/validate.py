@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since 2.6, not in typeshed
 from pathlib import Path
 from typing import Any, Literal
@@ -775,13 +775,14 @@ class AttemptFiles:
     folder: Path
     bodies: dict[str, bytes]
 
-    @property
+    @cached_property  # ingest asks twice: is the attempt unchanged, and for its row
     def inputs_sha256(self) -> str:
         """sha256 over (name, size, bytes) of each input file, in name order."""
         digest = hashlib.sha256()
         for name in sorted(self.bodies):
             body = self.bodies[name]
-            digest.update(name.encode() + b"\0" + len(body).to_bytes(8, "big") + body)
+            digest.update(name.encode() + b"\0" + len(body).to_bytes(8, "big"))
+            digest.update(body)
         return digest.hexdigest()
 
 
