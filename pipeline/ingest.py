@@ -389,18 +389,17 @@ def _unmeasured(
     """A warning per expectation naming a region or counter that no run of its attempt
     measured: stored anyway (explain reports it unverifiable), but most likely a typo. Each
     with its (campaign_id, attempt_id)."""
-    key = ["campaign_id", "attempt_id", "target", "name"]
-    measured = pl.concat(
+    expectations = rows["expectations"].with_row_index("_at")
+    key = ["campaign_id", "attempt_id", "name"]
+    missing = pl.concat(
         [
-            rows["breakdown"].select(
-                "campaign_id", "attempt_id", target=pl.lit("region"), name="region"
-            ),
-            rows["counters"].select(
-                "campaign_id", "attempt_id", target=pl.lit("counter"), name="counter"
-            ),
+            expectations.filter(pl.col("target") == target).join(
+                rows[name].select("campaign_id", "attempt_id", name=column), on=key, how="anti"
+            )
+            for target, name, column in (("region", "breakdown", "region"),
+                                         ("counter", "counters", "counter"))
         ]
-    ).unique()
-    missing = rows["expectations"].join(measured, on=key, how="anti", maintain_order="left")
+    ).sort("_at")  # fmt: skip
     return [
         (
             (cid, attempt_id),
