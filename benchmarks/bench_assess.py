@@ -207,23 +207,40 @@ BIN = Path(sys.executable).parent
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+_LAUNCHER = """\
+import json, os, subprocess, sys, time
+t0 = time.perf_counter()
+with open(sys.argv[1], "wb") as err:
+    proc = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, stderr=err)
+    _, status, usage = os.wait4(proc.pid, 0)
+print(json.dumps([time.perf_counter() - t0, usage.ru_utime + usage.ru_stime,
+                  usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)]))
+"""
+"""Runs a command and prints its wall seconds, CPU seconds, peak RSS (MiB) and exit code."""
+
+
 def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Run ``command``; its wall seconds, CPU seconds (user + system) and own peak RSS in MiB
-    (from wait4). CPU seconds say what a command costs even when the machine is busy."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, **(env or {})},
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0,):
-        raise SystemExit(f"{' '.join(command)} failed ({proc.returncode}): {stderr[-2000:]}")
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
+    (from wait4). CPU seconds say what a command costs even when the machine is busy.
+
+    The command is started by a small launcher process, not by this one: Linux carries a
+    process's peak RSS across exec, so a command started directly by this script (which holds
+    the generated data, hundreds of MiB) would report at least this script's peak as its own."""
+    with tempfile.NamedTemporaryFile() as err:
+        done = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, err.name, *command],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            check=False,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"the launcher of {' '.join(command)} failed: {done.stderr[-2000:]}")
+        seconds, cpu, rss, code = json.loads(done.stdout)
+        if code != 0:
+            stderr = Path(err.name).read_text(errors="replace")
+            raise SystemExit(f"{' '.join(command)} failed ({code}): {stderr[-2000:]}")
+    return float(seconds), float(cpu), float(rss)  # Linux reports KiB: divided in the launcher
 
 
 def median_of(runs: int, command: list[str], before: Any = None) -> tuple[float, float]:
