@@ -343,15 +343,23 @@ def _gather(
             table("outcomes").empty(),
             pl.DataFrame(schema={"campaign_id": pl.String, "attempt_id": pl.String}),
         )
-    return _Facts(
-        pl.concat([p.facts.cast(FACT_SCHEMA) for p in parts]),  # type: ignore[arg-type]
-        _sorted(pl.concat([p.comparisons for p in parts], how="vertical_relaxed")),
+    # Each table is put together, then its pieces are let go before the next one: holding every
+    # batch's pieces beside every whole table set the peak memory of a large --all.
+    facts = pl.concat([p.facts.cast(FACT_SCHEMA) for p in parts])  # type: ignore[arg-type]
+    computed = pl.concat([p.computed for p in parts])
+    comparisons = [p.comparisons for p in parts]
+    outcomes = [p.outcomes.lazy() for p in parts]
+    parts.clear()
+    sorted_comparisons = _sorted(pl.concat(comparisons, how="vertical_relaxed", rechunk=False))
+    comparisons.clear()
+    sorted_outcomes = (
         table("outcomes")
-        .conform(pl.concat([p.outcomes.lazy() for p in parts], how="vertical_relaxed"))
+        .conform(pl.concat(outcomes, how="vertical_relaxed"))
         .sort(*ATTEMPT, "position")
-        .collect(),
-        pl.concat([p.computed for p in parts]),
+        .collect()
     )
+    outcomes.clear()
+    return _Facts(facts, sorted_comparisons, sorted_outcomes, computed)
 
 
 def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -> pl.DataFrame:

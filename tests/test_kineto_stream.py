@@ -178,20 +178,30 @@ def test_undecodable_bytes_in_a_skipped_field_are_reported_as_by_the_whole_reade
 
 _ALLOCATOR_CHECK = """
 import os, sys
-from pipeline.importers import _registry
-_registry()
+if sys.argv[1] == "import":
+    from pipeline.importers import _registry
+    _registry()
+else:  # the assess command loads Polars the same way, then finds no store
+    from pipeline.cli import main
+    try:
+        main(["assess", "c1", "--store", sys.argv[2]])
+    except SystemExit as exit:
+        assert exit.code == 2, exit.code
 print("polars" in sys.modules, os.environ.get("_RJEM_MALLOC_CONF"))
 """
 
 
+@pytest.mark.parametrize("command", ["import", "assess"])
 @pytest.mark.parametrize("own", [None, "narenas:2"])
-def test_the_allocator_setting_lives_only_while_polars_loads(own: str | None) -> None:
+def test_the_allocator_setting_lives_only_while_polars_loads(
+    own: str | None, command: str, tmp_path: Path
+) -> None:
     # Commands that record runs see Polars' own setting, as without it; a user's is kept.
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     if own is not None:
         env["_RJEM_MALLOC_CONF"] = own
     out = subprocess.run(
-        [sys.executable, "-c", _ALLOCATOR_CHECK],
+        [sys.executable, "-c", _ALLOCATOR_CHECK, command, str(tmp_path / "no-store")],
         env=env,
         capture_output=True,
         text=True,
