@@ -191,6 +191,26 @@ print("polars" in sys.modules, os.environ.get("_RJEM_MALLOC_CONF"))
 """
 
 
+def test_an_inherited_polars_default_is_not_a_users_setting() -> None:
+    """A process started by one that loaded Polars inherits the variable Polars wrote; the
+    setting is still made then (a benchmark that compared tables once lost it), not over a
+    setting of the user's."""
+    check = (
+        "import sys\n"
+        "from pipeline.allocator import load_polars\n"
+        "print(load_polars('muzzy_decay_ms:0'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    loaded = subprocess.run([sys.executable, "-c", "import os, polars; "
+                             "print(os.environ['_RJEM_MALLOC_CONF'])"], env=env,
+                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    for inherited, made in ((loaded, "True"), (f"{loaded},narenas:2", "False"), (None, "True")):
+        child = dict(env) if inherited is None else {**env, "_RJEM_MALLOC_CONF": inherited}
+        out = subprocess.run([sys.executable, "-c", check], env=child, capture_output=True,
+                             text=True, check=True).stdout.strip()  # fmt: skip
+        assert out == made, (inherited, out)
+
+
 @pytest.mark.parametrize("command", ["import", "assess"])
 @pytest.mark.parametrize("own", [None, "narenas:2"])
 def test_the_allocator_setting_lives_only_while_polars_loads(
