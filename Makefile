@@ -25,7 +25,7 @@ test: $(BIN)/explain-pipeline
 
 bench: $(BIN)/explain-pipeline
 	$(BIN)/python benchmarks/bench_assess.py
-	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_ingest.py --compare-import
 
 clean:
 	rm -rf $(VENV) $(STORE) .pytest_cache
