@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("polars", "pyarrow", "numpy", "plotly", "jsonschema", "tqdm", "threadpoolctl", "duckdb")
 
 WALK = """
@@ -63,3 +65,24 @@ def test_version_through_the_entry_point_loads_no_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "0 []"
+
+
+@pytest.mark.parametrize(
+    ("args", "module"), [(["--help"], None), (["assess", "--help"], "assess"),
+                         (["import", "--help"], "imports")],
+)  # fmt: skip
+def test_a_command_loads_no_other_commands_module(args: list[str], module: str | None) -> None:
+    """The lazy registry: the top-level --help loads no command's module, a command only its
+    own (pipeline.cli.COMMAND_MODULES)."""
+    code = (
+        "import sys\n"
+        "from pipeline.cli import main, COMMAND_MODULES\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "mods = {m for m, _ in COMMAND_MODULES.values()}\n"
+        "print(sorted(m for m in mods if f'pipeline.cli.{m}' in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[-1] == str([] if module is None else [module])
