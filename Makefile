@@ -10,6 +10,7 @@ $(BIN)/explain-pipeline: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m compileall -q pipeline
 	touch $@
 
 demo: $(BIN)/explain-pipeline
@@ -24,6 +25,7 @@ test: $(BIN)/explain-pipeline
 	$(BIN)/python -m pytest -q
 
 bench: $(BIN)/explain-pipeline
+	$(BIN)/python -m compileall -q pipeline  # as an installed package is: no compiling per run
 	$(BIN)/python benchmarks/bench_assess.py
 	$(BIN)/python benchmarks/bench_ingest.py --compare-import
 
