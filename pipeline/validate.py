@@ -29,14 +29,15 @@ from datetime import UTC, datetime
 from functools import cache, cached_property
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since 2.6, not in typeshed
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
 
 from pipeline.contracts import document_schema
 from pipeline.files import InputFileError, MiB, read_regular
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SCHEMA_PREFIX = "explain-pipeline/"
@@ -301,10 +302,6 @@ def _strict_integer(_checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_Validator = validators.extend(
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
-)
 
 _TYPE_NAMES = {
     "object": "an object",
@@ -318,8 +315,19 @@ _TYPE_NAMES = {
 
 
 @cache
+def _validator_class() -> Any:
+    """jsonschema's Draft 2020-12 validator with strict integers (true is no integer), loaded
+    on first use: the bulk checks vouch for nearly every document of real data, and importing
+    jsonschema costs about 0.1 s of start-up."""
+    from jsonschema import Draft202012Validator, validators
+
+    strict = Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer)
+    return validators.extend(Draft202012Validator, type_checker=strict)
+
+
+@cache
 def _validator(kind: DocumentKind) -> Any:
-    return _Validator(document_schema(kind))
+    return _validator_class()(document_schema(kind))
 
 
 def _schema_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, str, str]]:
@@ -384,9 +392,8 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
 def _one_of(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
     """The branch of the instance's own type speaks (a breakdown value: number or object)."""
     branches = error.validator_value
-    fitting = [
-        i for i, b in enumerate(branches) if _Validator(b).is_type(error.instance, b.get("type"))
-    ]
+    check = _validator_class()
+    fitting = [i for i, b in enumerate(branches) if check(b).is_type(error.instance, b.get("type"))]
     if not fitting:
         names = " or ".join(_TYPE_NAMES[b["type"]] for b in branches)
         yield (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,25 @@ def test_a_command_loads_no_other_commands_module(args: list[str], module: str |
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == str([] if module is None else [module])
+
+
+def test_jsonschema_loads_only_for_a_document_the_fast_checks_cannot_vouch_for(
+    tmp_path: Path,
+) -> None:
+    """`import` checks the line it built without jsonschema when the line is plainly valid (its
+    import alone cost ~0.1 s of every import); a document that needs the schema loads it."""
+    fixture = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
+    bad = tmp_path / "campaign.json"
+    bad.write_text('{"schema": "explain-pipeline/campaign/v1"}')  # every other field missing
+    code = (
+        "import sys\n"
+        "from pipeline.importers import import_line\n"
+        f"import_line('kineto', [{str(fixture)!r}], side='baseline', repetition=0)\n"
+        "print('jsonschema' in sys.modules)\n"
+        "from pipeline.validate import validate_campaign\n"
+        "from pathlib import Path\n"
+        f"_, issues = validate_campaign(Path({str(tmp_path)!r}))\n"
+        "print('jsonschema' in sys.modules, bool(issues))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["False", "True True"]
