@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
 import pytest
+from msgspec import Raw
 from test_import_kineto import _gpu_trace
 
-from pipeline.importers import import_line, kineto
+from pipeline.importers import import_line, kineto, kineto_stream
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kineto_stream import read_events
 
@@ -92,15 +96,14 @@ def test_more_than_three_decimals_take_the_exact_whole_reading(tmp_path: Path) -
 
 def _tricky(tmp_path: Path, indent: int | None) -> Path:
     """The fixture with events whose text holds what a cut must not split on: braces, commas
-    and escaped quotes in names, nested arrays of objects in args, ids that are strings, null
-    or booleans, names that are not ASCII, categories in other cases."""
+    and escaped quotes in names, nested arrays of objects in args, ids that are strings or
+    null, names that are not ASCII, categories in other cases."""
     doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
     ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
     ops[0]["name"] = 'aten::odd "quoted" }, {"ph": "X", "ts": 1} [,] \\ end'
     ops[1]["args"] = {"nested": [{"a": 1}, {"b": [2, {"c": "},{"}]}], "correlation": 7}
     ops[2]["name"] = "naïve ☃},\n{"
     ops[3]["pid"], ops[3]["tid"] = "Spans", None
-    ops[4]["tid"] = True
     del ops[5]["pid"]
     ops[6]["cat"], ops[7]["cat"] = "CPU_Op", "\u212aernel"  # case-folded: cpu_op, kernel
     path = tmp_path / f"tricky-{indent}.json"
@@ -142,26 +145,85 @@ def test_a_missing_or_misplaced_array_is_left_to_the_whole_reader(
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=5) is None
 
 
+def _with_value(tmp_path: Path, field: str, text: str) -> Path:
+    """The fixture with one CPU op's ``field`` written as ``text``."""
+    doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
+    next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")[field] = 424242
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc).replace("424242", text, 1))
+    return path
+
+
 @pytest.mark.parametrize(
     ("field", "text"),
     [
         ("pid", "1.1583e4"),  # the whole reader writes this id as 1.1583E+4
-        ("tid", "-0"),  # and this one as 0
-        ("tid", '"t\\u0031"'),  # an escaped id
         ("ts", "5.097152969572436e12"),  # a time with an exponent
+        ("ts", "-5097152969572.436"),  # a negative time (an error of the whole reader)
+        ("dur", '"12.5"'),  # a time written as a string (idem)
+        ("ts", "5097152969572436"),  # 16 digits of microseconds
+        ("dur", "null"),
+        ("tid", "true"),  # an id Kineto never writes
     ],
 )
 def test_ids_and_times_written_otherwise_take_the_whole_reading(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, text: str
 ) -> None:
-    doc = json.loads((FIXTURES / "cpu_steps.json").read_text())
-    next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")[field] = 424242
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps(doc).replace("424242", text, 1))
+    path = _with_value(tmp_path, field, text)
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA) is None
-    line = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
+    try:
+        line = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
+    except ImportFormatError as exc:
+        line = {"error": str(exc)}
     monkeypatch.setenv("EXPLAIN_KINETO_WHOLE", "1")
-    assert import_line("kineto", [str(path)], side="baseline", repetition=0)[0] == line
+    try:
+        whole = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
+    except ImportFormatError as exc:
+        whole = {"error": str(exc)}
+    assert whole == line
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("tid", "-0"),  # printed 0 by both readers
+        ("tid", '"t\\u0031"'),  # an escaped id: t1
+        ("pid", str(2**70)),  # an integer beyond 64 bits
+        ("ts", "5097152969572"),  # whole microseconds
+        ("dur", "0.5"),
+        ("dur", "0"),
+        ("ts", "999999999999999.999"),  # the largest plain time
+    ],
+)
+def test_ids_and_times_the_stream_reads_as_the_whole_reader(
+    tmp_path: Path, field: str, text: str
+) -> None:
+    _same_as_whole(_with_value(tmp_path, field, text), 4096)
+
+
+def _reference_ns(text: str) -> int | None:
+    """A plain time's nanoseconds by decimal arithmetic; None for any other text."""
+    if re.fullmatch(r"[0-9]{1,15}(\.[0-9]{1,3})?", text) is None:
+        return None
+    return int(Decimal(text) * 1000)
+
+
+def test_times_become_exact_nanoseconds_or_are_refused() -> None:
+    rng = random.Random(12)
+    texts = ["0", "0.001", "999999999999999.999", "1000000000000000", "5.1234", "1e3", "-1",
+             "null", "true", '"12.5"', '"1\\n2"', "[1, 2]", '{"a": 1.5}', "12.50", "0.0",
+             "1234567890123456789", "12345678901234567890", "1.2.3", "."]  # fmt: skip
+    for _ in range(3000):
+        whole = str(rng.randrange(10 ** rng.randrange(1, 17)))
+        texts.append(whole + rng.choice(["", "."]) + str(rng.randrange(10**4))[: rng.randrange(5)])
+    rng.shuffle(texts)
+    ns, plain = kineto_stream._ns(iter([Raw(t.encode()) for t in texts]), len(texts))
+    expected = [_reference_ns(t) for t in texts]
+    assert plain.tolist() == [e is not None for e in expected]
+    assert [int(v) for v, e in zip(ns, expected, strict=True) if e is not None] == [
+        e for e in expected if e is not None
+    ]
+    assert 1500 < plain.sum() < len(texts)
 
 
 def test_undecodable_bytes_in_a_skipped_field_are_reported_as_by_the_whole_reader(

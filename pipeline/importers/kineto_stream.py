@@ -5,14 +5,15 @@ The file (plain or gzip) is read in blocks. The ``traceEvents`` array is cut int
 that keeps only the fields the importer uses (everything else is skipped, never built). A cut
 inside a string or inside a nested object leaves a piece that is not a valid array (then the cut
 before it is tried), so when every piece decodes, the pieces are exactly the items of the array.
-The fields become columns (the ids and times as their JSON text, exact); every ~20,000 events
-they are filtered to the kept complete events and the times turned into integer nanoseconds by
-one query, so no list of all events is ever held. The members before and after the array are
+The fields become columns piece by piece: the process and thread ids as the whole reader prints
+them, the times (kept as their JSON text, exact) turned into integer nanoseconds by a few NumPy
+calls over the piece; every ~20,000 events they are filtered to the kept complete events by one
+query, so no list of all events is ever held. The members before and after the array are
 decoded too (the trace's version fields), so the whole document is known to be valid JSON.
 
 Whenever anything is not as expected (a bare event array, an event that is not an object, a time
-that is not plain microseconds with at most three decimals, an id written in a way the whole
-reader would print differently, undecodable bytes, a piece that does not decode …) the reader
+that is not plain microseconds with at most three decimals, an id that is no integer, string
+or null, undecodable bytes, a piece that does not decode …) the reader
 returns None and the caller reads the file whole, which reports the exact error. So the stream
 changes the cost, never the result.
 """
@@ -24,14 +25,15 @@ import os
 import zlib
 from collections.abc import Iterator
 from decimal import Decimal
-from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
+import numpy as np
 import polars as pl
 from msgspec import Raw, Struct
+from numpy.lib.stride_tricks import sliding_window_view
 
 from pipeline.files import InputFileError, open_regular
 
@@ -39,7 +41,6 @@ _BATCH = 20_000  # events filtered at once (~4 MB of trace): fewer calls than pi
 _TRIES = 16  # cuts tried in one buffer before the stream gives up on the file
 BLOCK = 2 * 2**20  # small pieces: less memory at once, and faster (they stay in cache)
 _KEY = b'"traceEvents"'
-_PLAIN_US = r"^[0-9]{1,15}(\.[0-9]{1,3})?$"  # what Kineto writes: exact nanoseconds in int64
 
 
 _NULL = Raw(b"null")  # a missing field reads as JSON null
@@ -53,17 +54,20 @@ class _Args(Struct, frozen=True, gc=False):
 _NO_ARGS = _Args()
 
 
+_Id = int | str | None  # (a boolean id, which Kineto never writes, is left to the whole reader)
+
+
 class _Event(Struct, gc=False):
     """The fields the importer reads, typed as Kineto writes them; an event written otherwise
-    (a category that is no string, a correlation that is no integer …) fails to decode and the
-    file is read whole, with the whole reader's exact rules. The process and thread ids and the
-    times stay JSON text (exact, and one column expression turns them into values)."""
+    (a category that is no string, a correlation that is no integer, an id that is a number
+    with a fraction or a boolean …) fails to decode and the file is read whole, with the whole
+    reader's exact rules. The times stay JSON text (exact: :func:`_ns` makes nanoseconds)."""
 
     ph: str | None = None
     cat: str = ""
     name: str = ""
-    pid: Raw = _NULL
-    tid: Raw = _NULL
+    pid: _Id = None
+    tid: _Id = None
     ts: Raw = _NULL
     dur: Raw = _NULL
     args: _Args = _NO_ARGS
@@ -75,9 +79,6 @@ class Unsure(Exception):
 
 _EVENTS = msgspec.json.Decoder(list[_Event])
 _MEMBERS = msgspec.json.Decoder(dict[str, Any], float_hook=Decimal)
-# A process or thread id the whole reader would write the same way: null, a boolean, an integer
-# written plainly, or a string without escapes (its text is the string itself).
-_PLAIN_ID = r'^(null|true|false|0|-?[1-9][0-9]*|"[^"\\]*")$'
 
 
 def _blocks(path: Path, size: int) -> Iterator[bytes]:
@@ -94,42 +95,93 @@ def _blocks(path: Path, size: int) -> Iterator[bytes]:
 
 
 _PH, _CAT, _NAME, _ARGS = map(attrgetter, ("ph", "cat", "name", "args"))
-_RAW_FIELDS = ("pid", "tid", "ts", "dur")
-_RAW = attrgetter(*_RAW_FIELDS)
+_PID, _TID, _TS, _DUR = map(attrgetter, ("pid", "tid", "ts", "dur"))
 _CORRELATION, _BYTES = attrgetter("correlation"), attrgetter("bytes")
 
 
-def _texts(items: list[_Event]) -> list[pl.Series]:
-    """The JSON texts of the ids and times of every event, one string column each: the texts
-    are joined with newlines (which no JSON number, string or literal contains) and split in
-    one call."""
-    joined = b"\n".join(chain.from_iterable(map(_RAW, items))).decode()
-    texts = pl.Series([joined]).str.split("\n").explode()
-    if texts.len() != len(_RAW_FIELDS) * len(items):  # a nested value over several lines
-        raise Unsure("an id or time that is not a plain value")
-    return [texts.gather_every(len(_RAW_FIELDS), k).alias(f) for k, f in enumerate(_RAW_FIELDS)]
-
-
 def _columns(items: list[_Event]) -> pl.DataFrame:
-    """The fields of one piece's events as columns, the ids and times still JSON text (no
-    loop per event in Python: attribute lists by ``map``)."""
+    """The fields of one piece's events as columns, times in nanoseconds (no loop per event in
+    Python: attribute lists by ``map``, then a few calls over the whole piece)."""
     args = list(map(_ARGS, items))
+    start, start_plain = _ns(map(_TS, items), len(items))
+    dur, dur_plain = _ns(map(_DUR, items), len(items))
     return pl.DataFrame(
         [
             pl.Series("ph", list(map(_PH, items)), dtype=pl.String),
             pl.Series("cat", list(map(_CAT, items)), dtype=pl.String),
             pl.Series("name", list(map(_NAME, items)), dtype=pl.String),
-            *_texts(items),
+            _ids("pid", list(map(_PID, items))),
+            _ids("tid", list(map(_TID, items))),
+            pl.Series("start", start),
+            pl.Series("dur", dur),
+            pl.Series("plain", start_plain & dur_plain),
             pl.Series("corr", list(map(_CORRELATION, args)), dtype=pl.Int64),
             pl.Series("nbytes", list(map(_BYTES, args)), dtype=pl.Int64),
         ]
     )
 
 
+def _ids(name: str, ids: list[_Id]) -> pl.Series:
+    """Process or thread ids as the whole reader prints them (``f"{pid}"``). A piece holds few
+    distinct ids: each one is printed once, and the column gathered from them by code."""
+    distinct = dict.fromkeys(ids)  # integers, strings and None: no two of them are equal
+    codes = {value: code for code, value in enumerate(distinct)}
+    return pl.Series(name, list(map(str, distinct)), dtype=pl.String).gather(
+        pl.Series(list(map(codes.__getitem__, ids)), dtype=pl.UInt32)
+    )
+
+
+_WIDTH = 19  # the longest plain time: 15 digits, a point and 3 decimals
+_COLUMNS = np.arange(_WIDTH, dtype=np.int16)
+_PAD = b" " * _WIDTH
+_WEIGHTS = 10 ** np.arange(_WIDTH - 1, -1, -1, dtype=np.uint64)
+_POWERS = 10 ** np.arange(_WIDTH + 1, dtype=np.uint64)
+
+
+def _ns(texts: Iterator[Raw], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """JSON texts of times in microseconds -> (exact integer nanoseconds, which were plain).
+
+    Plain is what Kineto writes: digits, at most 15 before the point and 1 to 3 after it
+    (valid JSON, so no sign, exponent or leading zero goes unnoticed: those hold other
+    characters). The texts are joined by newlines, which no JSON value outside a string holds;
+    the 19 bytes before each newline make one row of a matrix of digits (the text
+    right-aligned). One product with the powers of ten reads each row as an integer (the point
+    counting as a 0 digit), and the point's place splits it into whole microseconds and
+    decimals. Every step is integer arithmetic in 64 bits (a plain text's digits stay below
+    10^19 < 2^64): exact. A text that is not plain gets a meaningless value, and False."""
+    padded = np.frombuffer(_PAD + b"\n".join(texts) + b"\n", np.uint8)
+    text = padded[_WIDTH:]
+    newline = text == ord("\n")
+    ends = np.flatnonzero(newline)
+    if len(ends) != count:  # a nested value written over several lines
+        raise Unsure("a time that is not a plain value")
+    length = np.diff(ends, prepend=-1) - 1
+    digit = text - np.uint8(ord("0")) <= 9
+    point = text == ord(".")
+    plain = (length >= 1) & (length <= _WIDTH)
+    plain[np.searchsorted(ends, np.flatnonzero(~(digit | point | newline)))] = False
+    points = np.flatnonzero(point)
+    rows = np.searchsorted(ends, points)
+    plain[rows[1:][np.diff(rows) == 0]] = False  # two points in one text
+    has_point = np.zeros(count, dtype=bool)
+    has_point[rows] = True
+    decimals = np.zeros(count, dtype=np.int64)
+    decimals[rows] = ends[rows] - points - 1
+    whole = length - decimals - has_point
+    plain &= (whole >= 1) & (whole <= 15) & (decimals <= 3) & (~has_point | (decimals >= 1))
+    digits = sliding_window_view(padded, _WIDTH)[ends] - np.uint8(ord("0"))
+    before = (_WIDTH - np.minimum(length, _WIDTH)).astype(np.int16)[:, None] > _COLUMNS
+    digits[(digits > 9) | before] = 0  # not a digit of the text
+    number = digits.astype(np.uint64) @ _WEIGHTS
+    decimals = np.minimum(decimals, 3)
+    micro = number // _POWERS[decimals + has_point]
+    fraction = number % _POWERS[decimals]
+    return (micro * 1000 + fraction * _POWERS[3 - decimals]).astype(np.int64), plain
+
+
 def _kept(frames: list[pl.DataFrame], offset: int, cats: dict[str, str]) -> pl.DataFrame:
-    """The kept complete events of a batch of pieces, times in nanoseconds: filters and
-    arithmetic as one query over the batch. Each kept event must have plain ids and times
-    (else the file is read whole); a value that is not plain only turns into a null here."""
+    """The kept complete events of a batch of pieces: filters and arithmetic as one query over
+    the batch. Each kept event must have plain times (else the file is read whole)."""
     frame = pl.concat(frames)
     # The few distinct categories are case-folded in Python, exactly as the whole reader does.
     folded = {c: cats.get(c.casefold()) for c in frame.get_column("cat").unique().to_list()}
@@ -142,41 +194,18 @@ def _kept(frames: list[pl.DataFrame], offset: int, cats: dict[str, str]) -> pl.D
             "idx",
             "cat",
             "name",
-            thread=pl.concat_str(_id("pid"), pl.lit("/"), _id("tid")),
-            start=_ns("ts"),
-            end=_ns("ts") + _ns("dur"),
+            thread=pl.concat_str("pid", pl.lit("/"), "tid"),
+            start="start",
+            end=pl.col("start") + pl.col("dur"),
             corr="corr",
             nbytes="nbytes",
-            plain=pl.all_horizontal(
-                pl.col("ts", "dur").str.contains(_PLAIN_US),
-                pl.col("pid", "tid").str.contains(_PLAIN_ID),
-            ),
+            plain="plain",
         )
         .collect()
     )
     if not kept.get_column("plain").all():
-        raise Unsure("a time that is not plain microseconds, or an id written otherwise")
+        raise Unsure("a time that is not plain microseconds")
     return kept.drop("plain")
-
-
-def _id(column: str) -> pl.Expr:
-    """A plain process or thread id as the whole reader formats it (``f"{pid}"``)."""
-    text = pl.col(column)
-    return (
-        pl.when(text == "null")
-        .then(pl.lit("None"))
-        .when(text == "true")
-        .then(pl.lit("True"))
-        .when(text == "false")
-        .then(pl.lit("False"))
-        .otherwise(text.str.strip_prefix('"').str.strip_suffix('"'))
-    )
-
-
-def _ns(column: str) -> pl.Expr:
-    """``"12.5"`` microseconds -> 12500 nanoseconds, exactly (a plain decimal of at most three
-    places is read as a 128-bit decimal of scale 3, whose digits are the nanoseconds)."""
-    return (pl.col(column).str.to_decimal(scale=3) * 1000).cast(pl.Int64, strict=False)
 
 
 def _cuts(buffer: bytes | bytearray) -> Iterator[int]:
