@@ -347,7 +347,7 @@ def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
         regions = pl.concat([regions, _gpu_regions(gpu, cpu, options)])
         counters |= _gpu_counters(cpu, gpu, path, notes)
     breakdown: dict[str, dict[str, Decimal]] = {s: {} for s in steps["step"].to_list()}
-    for step, region, ns in regions.iter_rows():
+    for step, region, ns in zip(*(c.to_list() for c in regions.get_columns()), strict=True):
         breakdown[step][region] = seconds(ns)
     metric_ns = int(steps.select((pl.col("s_end") - pl.col("s_start")).sum()).item())
     version = ", ".join(f"{k} {members[k]}" for k in VERSION_KEYS if k in members)
@@ -362,8 +362,11 @@ def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
     return imported, metric_ns
 
 
+_BILLION = Decimal(10**9)
+
+
 def seconds(ns: int) -> Decimal:
-    return Decimal(ns) / Decimal(10**9)
+    return Decimal(ns) / _BILLION
 
 
 def _kept(names: pl.Series, options: ImportOptions) -> list[str]:

@@ -25,6 +25,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from decimal import Decimal
+from itertools import chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -110,8 +111,7 @@ def _columns(items: list[_Event]) -> pl.DataFrame:
             pl.Series("ph", list(map(_PH, items)), dtype=pl.String),
             pl.Series("cat", list(map(_CAT, items)), dtype=pl.String),
             pl.Series("name", list(map(_NAME, items)), dtype=pl.String),
-            _ids("pid", list(map(_PID, items))),
-            _ids("tid", list(map(_TID, items))),
+            _threads(list(map(_PID, items)), list(map(_TID, items))),
             pl.Series("start", start),
             pl.Series("dur", dur),
             pl.Series("plain", start_plain & dur_plain),
@@ -121,19 +121,20 @@ def _columns(items: list[_Event]) -> pl.DataFrame:
     )
 
 
-def _ids(name: str, ids: list[_Id]) -> pl.Series:
-    """Process or thread ids as the whole reader prints them (``f"{pid}"``). A piece holds few
-    distinct ids: each one is printed once, and the column gathered from them by code."""
-    distinct = dict.fromkeys(ids)  # integers, strings and None: no two of them are equal
-    codes = {value: code for code, value in enumerate(distinct)}
-    return pl.Series(name, list(map(str, distinct)), dtype=pl.String).gather(
-        pl.Series(list(map(codes.__getitem__, ids)), dtype=pl.UInt32)
-    )
+def _threads(pids: list[_Id], tids: list[_Id]) -> pl.Series:
+    """Each event's ``pid/tid`` as the whole reader prints it (``f"{pid}/{tid}"``). A piece
+    holds few distinct pairs: each one is printed once, and the column gathered by code."""
+    pairs = list(zip(pids, tids, strict=True))
+    distinct = dict.fromkeys(pairs)  # of ints, strings and None: no two of them are equal
+    codes = {pair: code for code, pair in enumerate(distinct)}
+    printed = pl.Series("thread", [f"{pid}/{tid}" for pid, tid in distinct], dtype=pl.String)
+    return printed.gather(pl.Series(list(map(codes.__getitem__, pairs)), dtype=pl.UInt32))
 
 
 _WIDTH = 19  # the longest plain time: 15 digits, a point and 3 decimals
-_COLUMNS = np.arange(_WIDTH, dtype=np.int16)
 _PAD = b" " * _WIDTH
+_DIGIT_VALUES = np.array([c - ord("0") if chr(c).isdigit() and c < 128 else 0
+                          for c in range(256)], dtype=np.uint64)  # fmt: skip
 _WEIGHTS = 10 ** np.arange(_WIDTH - 1, -1, -1, dtype=np.uint64)
 _POWERS = 10 ** np.arange(_WIDTH + 1, dtype=np.uint64)
 
@@ -143,23 +144,24 @@ def _ns(texts: Iterator[Raw], count: int) -> tuple[np.ndarray, np.ndarray]:
 
     Plain is what Kineto writes: digits, at most 15 before the point and 1 to 3 after it
     (valid JSON, so no sign, exponent or leading zero goes unnoticed: those hold other
-    characters). The texts are joined by newlines, which no JSON value outside a string holds;
-    the 19 bytes before each newline make one row of a matrix of digits (the text
-    right-aligned). One product with the powers of ten reads each row as an integer (the point
-    counting as a 0 digit), and the point's place splits it into whole microseconds and
-    decimals. Every step is integer arithmetic in 64 bits (a plain text's digits stay below
-    10^19 < 2^64): exact. A text that is not plain gets a meaningless value, and False."""
-    padded = np.frombuffer(_PAD + b"\n".join(texts) + b"\n", np.uint8)
-    text = padded[_WIDTH:]
+    characters). The texts are joined by newlines, which no JSON value outside a string holds.
+    The 19 bytes before each newline, each as its digit value (0 for any other character),
+    make one row of a matrix; one product with the powers of ten reads each row as an integer
+    (below 10^19 < 2^64), whose last ``length`` digits are the text's digits (a point reads as
+    a 0 digit, and the newline before the text as another). The point's place splits that into
+    whole microseconds and decimals. All in integers of 64 bits: exact. A text that is not
+    plain gets a meaningless value, and False."""
+    padded = np.frombuffer(b"\n".join(chain((_PAD,), texts, (b"",))), np.uint8)
+    text = padded[_WIDTH + 1 :]
     newline = text == ord("\n")
     ends = np.flatnonzero(newline)
     if len(ends) != count:  # a nested value written over several lines
         raise Unsure("a time that is not a plain value")
     length = np.diff(ends, prepend=-1) - 1
-    digit = text - np.uint8(ord("0")) <= 9
     point = text == ord(".")
     plain = (length >= 1) & (length <= _WIDTH)
-    plain[np.searchsorted(ends, np.flatnonzero(~(digit | point | newline)))] = False
+    other = ~((text - np.uint8(ord("0")) <= 9) | point | newline)
+    plain[np.searchsorted(ends, np.flatnonzero(other))] = False
     points = np.flatnonzero(point)
     rows = np.searchsorted(ends, points)
     plain[rows[1:][np.diff(rows) == 0]] = False  # two points in one text
@@ -169,10 +171,8 @@ def _ns(texts: Iterator[Raw], count: int) -> tuple[np.ndarray, np.ndarray]:
     decimals[rows] = ends[rows] - points - 1
     whole = length - decimals - has_point
     plain &= (whole >= 1) & (whole <= 15) & (decimals <= 3) & (~has_point | (decimals >= 1))
-    digits = sliding_window_view(padded, _WIDTH)[ends] - np.uint8(ord("0"))
-    before = (_WIDTH - np.minimum(length, _WIDTH)).astype(np.int16)[:, None] > _COLUMNS
-    digits[(digits > 9) | before] = 0  # not a digit of the text
-    number = digits.astype(np.uint64) @ _WEIGHTS
+    window = sliding_window_view(padded, _WIDTH)[ends + 1]  # the 19 bytes before each newline
+    number = _DIGIT_VALUES[window] @ _WEIGHTS % _POWERS[np.minimum(length, _WIDTH)]
     decimals = np.minimum(decimals, 3)
     micro = number // _POWERS[decimals + has_point]
     fraction = number % _POWERS[decimals]
@@ -194,7 +194,7 @@ def _kept(frames: list[pl.DataFrame], offset: int, cats: dict[str, str]) -> pl.D
             "idx",
             "cat",
             "name",
-            thread=pl.concat_str("pid", pl.lit("/"), "tid"),
+            "thread",
             start="start",
             end=pl.col("start") + pl.col("dur"),
             corr="corr",

@@ -1,0 +1,64 @@
+"""The in-memory check of a built measurement line accepts only what the full check accepts
+(JSON text, then the JSON Schema), and leaves every other line to the full check's errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_validate import ANY_NUMBER, BASE_RUN, RUN_FIELDS
+
+from pipeline.importers import _plainly_valid, check_line
+from pipeline.importers.common import ImportFormatError
+from pipeline.validate import check_document, parse_json
+
+NAMES = st.sampled_from(["a", "b", "", "ü"])
+REGIONS = st.dictionaries(NAMES, ANY_NUMBER, max_size=3)
+LINE_FIELDS = {
+    **RUN_FIELDS,
+    "breakdown": st.one_of(
+        REGIONS, st.dictionaries(NAMES, st.one_of(REGIONS, ANY_NUMBER), max_size=2)
+    ),
+    "counters": REGIONS,
+}
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    overrides=st.dictionaries(st.sampled_from(sorted(LINE_FIELDS)), st.none(), max_size=2).flatmap(
+        lambda keys: st.fixed_dictionaries({k: LINE_FIELDS[k] for k in keys})
+    ),
+    dropped=st.sets(st.sampled_from(sorted(BASE_RUN))),
+)
+def test_in_memory_check_accepts_only_lines_the_full_check_accepts(
+    overrides: dict[str, Any], dropped: set[str]
+) -> None:
+    line = {k: v for k, v in {**BASE_RUN, **overrides}.items() if k not in dropped}
+    if _plainly_valid(line):
+        assert check_document("measurement", parse_json(json.dumps(line)), fast=False) == []
+
+
+def test_in_memory_check_accepts_a_built_line() -> None:
+    line = {**BASE_RUN, "breakdown": {"step-1": {"a": 0.5, "b": 2}}, "counters": {"k": 10**20}}
+    assert _plainly_valid(line)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"metric": math.nan}, 'field "metric": expected a finite number, got nan'),
+        ({"breakdown": {"s": {"a": math.inf}}}, 'field "breakdown.s.a": expected a finite'),
+        ({"breakdown": {"s": {"": 1.0}}}, 'field "breakdown.s": {\'\': 1.0} is not valid under'),
+        ({"counters": {"k": -1}}, 'field "counters.k": -1 is less than the minimum of 0'),
+    ],
+)
+def test_lines_the_in_memory_check_refuses_get_the_full_checks_error(
+    change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ImportFormatError, match="^" + re.escape(message)):
+        check_line({**BASE_RUN, **change})
