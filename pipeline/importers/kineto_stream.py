@@ -5,10 +5,10 @@ The file (plain or gzip) is read in blocks. The ``traceEvents`` array is cut int
 that keeps only the fields the importer uses (everything else is skipped, never built). A cut
 inside a string or inside a nested object leaves a piece that is not a valid array (then the cut
 before it is tried), so when every piece decodes, the pieces are exactly the items of the array.
-The fields become columns piece by piece: the process and thread ids as the whole reader prints
-them, the times (kept as their JSON text, exact) turned into integer nanoseconds by a few NumPy
-calls over the piece; every ~20,000 events they are filtered to the kept complete events by one
-query, so no list of all events is ever held. The members before and after the array are
+Each piece's kept complete events become columns at once (so no list of all events is ever
+held): the category and phase are judged once per distinct pair, the process and thread ids
+printed once per distinct pair as the whole reader prints them, and the times (kept as their
+JSON text, exact) turned into integer nanoseconds by a few NumPy calls over the piece. The members before and after the array are
 decoded too (the trace's version fields), so the whole document is known to be valid JSON.
 
 Whenever anything is not as expected (a bare event array, an event that is not an object, a time
@@ -25,7 +25,7 @@ import os
 import zlib
 from collections.abc import Iterator
 from decimal import Decimal
-from itertools import chain
+from itertools import chain, compress
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -38,7 +38,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pipeline.files import InputFileError, open_regular
 
-_BATCH = 20_000  # events filtered at once (~4 MB of trace): fewer calls than piece by piece
 _TRIES = 16  # cuts tried in one buffer before the stream gives up on the file
 BLOCK = 2 * 2**20  # small pieces: less memory at once, and faster (they stay in cache)
 _KEY = b'"traceEvents"'
@@ -95,26 +94,35 @@ def _blocks(path: Path, size: int) -> Iterator[bytes]:
             raise Unsure(str(exc)) from None
 
 
-_PH, _CAT, _NAME, _ARGS = map(attrgetter, ("ph", "cat", "name", "args"))
-_PID, _TID, _TS, _DUR = map(attrgetter, ("pid", "tid", "ts", "dur"))
+_KIND = attrgetter("ph", "cat")
+_NAME, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, ("name", "pid", "tid", "ts", "dur", "args"))
 _CORRELATION, _BYTES = attrgetter("correlation"), attrgetter("bytes")
 
 
-def _columns(items: list[_Event]) -> pl.DataFrame:
-    """The fields of one piece's events as columns, times in nanoseconds (no loop per event in
-    Python: attribute lists by ``map``, then a few calls over the whole piece)."""
-    args = list(map(_ARGS, items))
-    start, start_plain = _ns(map(_TS, items), len(items))
-    dur, dur_plain = _ns(map(_DUR, items), len(items))
+def _columns(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataFrame:
+    """The kept complete events of one piece as columns, times in nanoseconds (no loop per
+    event in Python: attribute lists by ``map``, then a few calls over the whole piece).
+    ``offset`` is the index of the piece's first event in the array. Each kept event must have
+    plain times, else the file is read whole."""
+    kinds = list(map(_KIND, items))
+    # The few distinct (ph, cat) are case-folded in Python, exactly as the whole reader does.
+    kept_as = {kind: cats.get(kind[1].casefold()) if kind[0] == "X" else None
+               for kind in dict.fromkeys(kinds)}  # fmt: skip
+    category = list(map(kept_as.__getitem__, kinds))  # None for an event not kept
+    kept = list(compress(items, category))  # (no kept category is the empty string)
+    args = list(map(_ARGS, kept))
+    start, start_plain = _ns(map(_TS, kept), len(kept))
+    dur, dur_plain = _ns(map(_DUR, kept), len(kept))
+    if not (start_plain.all() and dur_plain.all()):
+        raise Unsure("a time that is not plain microseconds")
     return pl.DataFrame(
         [
-            pl.Series("ph", list(map(_PH, items)), dtype=pl.String),
-            pl.Series("cat", list(map(_CAT, items)), dtype=pl.String),
-            pl.Series("name", list(map(_NAME, items)), dtype=pl.String),
-            _threads(list(map(_PID, items)), list(map(_TID, items))),
+            pl.Series("idx", list(compress(range(offset, offset + len(items)), category))),
+            pl.Series("cat", list(filter(None, category)), dtype=pl.String),
+            pl.Series("name", list(map(_NAME, kept)), dtype=pl.String),
+            _threads(list(map(_PID, kept)), list(map(_TID, kept))),
             pl.Series("start", start),
-            pl.Series("dur", dur),
-            pl.Series("plain", start_plain & dur_plain),
+            pl.Series("end", start + dur),
             pl.Series("corr", list(map(_CORRELATION, args)), dtype=pl.Int64),
             pl.Series("nbytes", list(map(_BYTES, args)), dtype=pl.Int64),
         ]
@@ -179,35 +187,6 @@ def _ns(texts: Iterator[Raw], count: int) -> tuple[np.ndarray, np.ndarray]:
     return (micro * 1000 + fraction * _POWERS[3 - decimals]).astype(np.int64), plain
 
 
-def _kept(frames: list[pl.DataFrame], offset: int, cats: dict[str, str]) -> pl.DataFrame:
-    """The kept complete events of a batch of pieces: filters and arithmetic as one query over
-    the batch. Each kept event must have plain times (else the file is read whole)."""
-    frame = pl.concat(frames)
-    # The few distinct categories are case-folded in Python, exactly as the whole reader does.
-    folded = {c: cats.get(c.casefold()) for c in frame.get_column("cat").unique().to_list()}
-    kept = (
-        frame.lazy()
-        .with_row_index("idx", offset)
-        .with_columns(cat=pl.col("cat").replace_strict(folded, return_dtype=pl.String))
-        .filter((pl.col("ph") == "X") & pl.col("cat").is_not_null())
-        .select(
-            "idx",
-            "cat",
-            "name",
-            "thread",
-            start="start",
-            end=pl.col("start") + pl.col("dur"),
-            corr="corr",
-            nbytes="nbytes",
-            plain="plain",
-        )
-        .collect()
-    )
-    if not kept.get_column("plain").all():
-        raise Unsure("a time that is not plain microseconds")
-    return kept.drop("plain")
-
-
 def _cuts(buffer: bytes | bytearray) -> Iterator[int]:
     """Positions of the ``}`` followed by ``,`` and then an object, from the last one back."""
     end = len(buffer)
@@ -270,15 +249,11 @@ def _read(
         raise Unsure("no top-level traceEvents")
     events = bytearray(b"[" + buffer[opening + 1 :])  # "[" and the events read so far
     ascii_only = events.isascii()
-    frames: list[pl.DataFrame] = []  # kept events
-    batch: list[pl.DataFrame] = []  # pieces not yet filtered
-    done = pending = 0  # events in frames, in batch
+    frames: list[pl.DataFrame] = []  # kept events, piece by piece
+    done = 0  # events before the buffer
     for block in blocks:
         events += block
         ascii_only = ascii_only and block.isascii()
-        if pending >= _BATCH:
-            frames.append(_kept(batch, done, cats))
-            done, batch, pending = done + pending, [], 0
         for tries, cut in enumerate(_cuts(events)):
             if tries == _TRIES:
                 raise Unsure("no event boundary in the last pieces")
@@ -290,8 +265,8 @@ def _read(
             except msgspec.DecodeError:  # a cut inside a string or a nested value: an earlier one
                 events[cut + 1] = ord(",")
                 continue
-            batch.append(_columns(items))
-            pending += len(items)
+            frames.append(_columns(items, done, cats))
+            done += len(items)
             del items  # its raw texts point into the buffer
             del events[: cut + 1]
             events[0] = ord("[")
@@ -302,9 +277,7 @@ def _read(
         raise Unsure("a member written twice")
     members |= tail
     if items:
-        batch.append(_columns(items))
-    if batch:
-        frames.append(_kept(batch, done, cats))
+        frames.append(_columns(items, done, cats))
     members.pop("traceEvents", None)
     frames = [f.cast(schema) for f in frames]  # type: ignore[arg-type]
     return (pl.concat(frames) if frames else pl.DataFrame(schema=schema)), members
