@@ -8,8 +8,9 @@ before it is tried), so when every piece decodes, the pieces are exactly the ite
 Each piece's kept complete events become columns at once (so no list of all events is ever
 held): the category and phase are judged once per distinct pair, the process and thread ids
 printed once per distinct pair as the whole reader prints them, and the times (kept as their
-JSON text, exact) turned into integer nanoseconds by a few NumPy calls over the piece. The members before and after the array are
-decoded too (the trace's version fields), so the whole document is known to be valid JSON.
+JSON text, exact) turned into integer nanoseconds by a few NumPy calls over the piece. The
+members before and after the array are decoded too (the trace's version fields), so the whole
+document is known to be valid JSON.
 
 Whenever anything is not as expected (a bare event array, an event that is not an object, a time
 that is not plain microseconds with at most three decimals, an id that is no integer, string
