@@ -8,7 +8,11 @@ precise per-line validator, which either accepts it too (e.g. a key written as `
 the fast key count does not trust) or names every error with file, line, field and reason code.
 So the errors and the stored rows are those of the precise path; only their cost changes.
 
-How the rules are kept without a Python loop per cell:
+The usual file, whose lines all have the keys of its first line, is read first by a columnar
+reader (Arrow's JSON reader with that line's schema; see "the columnar reader" below), without a
+Python object per value; the files it does not vouch for go to the typed decoders.
+
+How the typed decoders keep the rules without a Python loop per cell:
 - types, enumerations, bounds, unknown fields, NaN/Infinity and numbers too large for a float,
   integers written as ``1.0``, invalid UTF-8 and lone surrogates: the msgspec decoders below
   refuse them;
@@ -22,9 +26,10 @@ How the rules are kept without a Python loop per cell:
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
@@ -33,6 +38,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.json as pj
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from pipeline.contracts import table
@@ -340,7 +347,34 @@ class Checked:
 
 
 def check_lines(bodies: Sequence[bytes]) -> Checked:
-    """Decode and check the measurements files of a batch of attempts at once."""
+    """Check the measurements files of a batch of attempts at once: the columnar reader first,
+    the typed decoders for the files it does not vouch for."""
+    vouched, parts = read_columnar(bodies)
+    rest = np.flatnonzero(~vouched)
+    accepted = vouched.copy()
+    if len(rest):
+        decoded = decode_and_check([bodies[i] for i in rest.tolist()])
+        accepted[rest] = decoded.accepted
+        at = pl.Series(rest).gather(decoded.runs["attempt"].to_numpy())
+        parts.append(replace(decoded, runs=decoded.runs.with_columns(attempt=at)))
+    if len(parts) == 1:
+        return replace(parts[0], accepted=accepted)
+    offsets = np.cumsum([0] + [p.runs.height for p in parts])
+    shifted = [
+        (p.breakdown.with_columns(pl.col("run") + o), p.counters.with_columns(pl.col("run") + o))
+        for p, o in zip(parts, offsets.tolist(), strict=False)
+    ]
+    return Checked(
+        accepted,
+        pl.concat([p.runs for p in parts]),
+        pl.concat([b for b, _ in shifted]),
+        pl.concat([c for _, c in shifted]),
+    )
+
+
+def decode_and_check(bodies: Sequence[bytes]) -> Checked:
+    """Decode and check the measurements files of a batch of attempts at once (the typed
+    decoders)."""
     lines, decoded = decode_lines(bodies)
     runs = lines.runs
     metric = list(map(_METRIC, runs))
@@ -383,6 +417,320 @@ def check_lines(bodies: Sequence[bytes]) -> Checked:
     counted = np.bincount(lines.attempt, weights=keys, minlength=n).astype(np.int64)
     accepted = decoded & ~failed & (counted == lines.written_keys)
     return Checked(accepted, frame, breakdown, counters)
+
+
+# -- the columnar reader: the usual file without a Python object per cell -------------------------
+# Most measurements files repeat one shape on every line: the same keys in the same order, only
+# the values change. For such files the lines are parsed by Arrow's JSON reader into typed
+# columns, and what the typed decoders above would check per value is proven over the columns:
+# - the shape: every line's keys, byte for byte and in order, are those of its file's first line
+#   (found with array operations over the bytes; with no backslash in a line every quote opens
+#   or closes a string, so a closing quote followed by ":" ends a key), and that first line is a
+#   valid run by the typed decoder; a key with blanks before its colon leaves the file to the
+#   decoders;
+# - types: the reader is given that line's schema and refuses a line with a field of another
+#   type (a string for a number, ``1.0`` for an integer, an integer beyond int64), an unknown
+#   field, a key written twice or a number too large for a float; a null leaves a column empty,
+#   which refuses the line here;
+# - values: bounds, enumerations, NaN and Infinity (which the reader accepts), timestamps and the
+#   rules across fields, as column expressions.
+# Numbers: the reader's conversion of a decimal text to a float is correctly rounded, the same
+# bits as Python's float() of that text (tests/test_bulk.py checks it on hard cases). A file the
+# columnar reader does not vouch for goes to the typed decoders, and so on to the per-line
+# validator.
+_LEAF_TYPES = {
+    "side": pa.string(),
+    "repetition": pa.int64(),
+    "status": pa.string(),
+    "metric": pa.float64(),
+    "order": pa.int64(),
+    "started_at": pa.string(),
+    "finished_at": pa.string(),
+}
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The keys of a run line in written order and the Arrow schema they call for."""
+
+    keys: bytes  # every key of the line (nested ones too), concatenated in written order
+    lengths: tuple[int, ...]  # the byte length of each key
+    schema: pa.Schema
+    cells: tuple[tuple[str, str], ...]  # (step, region) of each breakdown value, in order
+    counters: tuple[str, ...]
+
+
+def _numbers_of(value: Any) -> list[str] | None:
+    """The names of an object of numbers (None when it is not one, or names one "")."""
+    if not isinstance(value, dict) or "" in value:
+        return None
+    if not all(type(v) in (int, float) for v in value.values()):
+        return None
+    return list(value)
+
+
+def _shape(line: bytes) -> _Shape | None:
+    """The shape of one run line that the typed decoder accepts, else None."""
+    try:
+        _RUN.decode(line)
+        doc = msgspec.json.decode(line)  # in written order
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    keys: list[str] = []
+    fields: list[pa.Field] = []
+    cells: list[tuple[str, str]] = []
+    counters: list[str] = []
+    for name, value in doc.items():
+        keys.append(name)
+        if name in _LEAF_TYPES:
+            fields.append(pa.field(name, _LEAF_TYPES[name]))
+        elif name == "counters":
+            names = _numbers_of(value)
+            if names is None:
+                return None
+            keys += names
+            counters = names
+            fields.append(pa.field(name, pa.struct([(n, pa.float64()) for n in names])))
+        else:  # breakdown: flat {region: s} (the step "all") or nested {step: {region: s}}
+            flat = _numbers_of(value)
+            if flat is not None:
+                keys += flat
+                cells = [("all", region) for region in flat]
+                fields.append(pa.field(name, pa.struct([(n, pa.float64()) for n in flat])))
+                continue
+            if "" in value:
+                return None
+            steps = []
+            for step, regions in value.items():
+                names = _numbers_of(regions)
+                if names is None:
+                    return None
+                keys += [step, *names]
+                cells += [(step, region) for region in names]
+                steps.append((step, pa.struct([(n, pa.float64()) for n in names])))
+            fields.append(pa.field(name, pa.struct(steps)))
+    encoded = [k.encode() for k in keys]
+    return _Shape(
+        b"".join(encoded),
+        tuple(map(len, encoded)),
+        pa.schema(fields),
+        tuple(cells),
+        tuple(counters),
+    )
+
+
+def _first_line(body: bytes) -> bytes:
+    end = body.find(b"\n")
+    return body if end < 0 else body[:end]
+
+
+def _lines_of_shape(text: bytes, shape: _Shape) -> tuple[np.ndarray, np.ndarray]:
+    """Per line of ``text`` (lines each ending with a newline): whether it is ``{...}`` without
+    a backslash and its keys (each closing quote followed by a colon) are exactly those of
+    ``shape``; and where each line ends."""
+    buf = np.frombuffer(text, np.uint8)
+    marks = np.flatnonzero((buf == ord("\n")) | (buf == ord('"')))
+    newline = buf[marks] == ord("\n")
+    line_of_mark = np.cumsum(newline) - newline
+    ends = marks[newline]
+    n = len(ends)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    ok = (ends > starts) & (buf[starts] == ord("{")) & (buf[np.maximum(ends - 1, 0)] == ord("}"))
+    if text.find(b"\\") >= 0:  # rare: located only when present
+        ok[np.searchsorted(ends, np.flatnonzero(buf == ord("\\")))] = False
+    quotes = marks[~newline]
+    quote_line = line_of_mark[~newline]
+    per_line = np.bincount(quote_line, minlength=n)
+    ok &= per_line % 2 == 0
+    closing = (np.arange(len(quotes)) - (np.cumsum(per_line) - per_line)[quote_line]) % 2 == 1
+    is_key = buf[quotes[closing] + 1] == ord(":")
+    key_end = quotes[closing][is_key]
+    key_start = quotes[np.flatnonzero(closing)[is_key] - 1] + 1
+    keys_per_line = np.bincount(quote_line[closing][is_key], minlength=n)
+    m = len(shape.lengths)
+    ok &= keys_per_line == m
+    lines = np.flatnonzero(ok)
+    if len(lines) == 0:
+        return ok, ends
+    at = (np.cumsum(keys_per_line) - m)[lines][:, None] + np.arange(m)  # (lines, m) keys
+    same_lengths = ((key_end - key_start)[at] == np.asarray(shape.lengths)).all(axis=1)
+    ok[lines[~same_lengths]] = False
+    lines, at = lines[same_lengths], at[same_lengths]
+    slot = np.repeat(np.arange(m), shape.lengths)  # per byte of the keys: which key, where
+    within = np.arange(len(shape.keys)) - np.repeat(np.cumsum(shape.lengths) - shape.lengths,
+                                                    shape.lengths)  # fmt: skip
+    written = buf[key_start[at][:, slot] + within]
+    ok[lines[~(written == np.frombuffer(shape.keys, np.uint8)).all(axis=1)]] = False
+    return ok, ends
+
+
+def _read_columns(joined: bytes, schema: pa.Schema) -> pa.Table | None:
+    """The lines of ``joined`` as columns of ``schema``; None when a line does not fit it."""
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    try:
+        return pj.read_json(io.BytesIO(joined), parse_options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, UnicodeDecodeError):
+        return None
+
+
+def _leaves(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers of an object column (one level of objects or two) as a (lines, numbers)
+    matrix in written order, and per line whether they are all finite and >= 0 and no object
+    of it is null (NaN, the reader's value for a null number, is not finite)."""
+    sound = np.ones(table.num_rows, bool)
+    if name not in table.column_names:
+        return np.zeros((table.num_rows, 0)), sound
+    arrays = [table.column(name).combine_chunks()]
+    while any(pa.types.is_struct(a.type) for a in arrays):
+        for a in arrays:
+            sound &= a.is_valid().to_numpy(zero_copy_only=False)
+        arrays = [c for a in arrays for c in (a.flatten() if pa.types.is_struct(a.type) else [a])]
+    matrix = np.zeros((table.num_rows, len(arrays)))
+    for i, a in enumerate(arrays):
+        matrix[:, i] = a.to_numpy(zero_copy_only=False)
+    sound &= (np.isfinite(matrix) & (matrix >= 0)).all(axis=1)
+    return matrix, sound
+
+
+_RUN_SCHEMA = pl.Schema(
+    {
+        "attempt": pl.Int64(),
+        "side": pl.String(),
+        "repetition": pl.Int64(),
+        "status": pl.String(),
+        "metric": pl.Float64(),
+        "line": pl.Int64(),
+        "order": pl.Int64(),
+        "started_at": pl.Datetime("us", "UTC"),
+        "finished_at": pl.Datetime("us", "UTC"),
+    }
+)
+
+
+def _columnar_group(
+    bodies: Sequence[bytes], positions: Sequence[int], shape: _Shape
+) -> tuple[np.ndarray, np.ndarray, Checked | None]:
+    """Files of a batch (at ``positions``) tried with ``shape``: the positions of those whose
+    every line has it, of those the columnar reader vouches for, and the rows of these."""
+    parts = [b if b.endswith(b"\n") else b + b"\n" for b in bodies]
+    sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+    joined = b"".join(parts)
+    fit, ends = _lines_of_shape(joined, shape)
+    file_of = np.searchsorted(np.cumsum(sizes), ends, side="right")
+    fits = np.bincount(file_of[~fit], minlength=len(parts)) == 0
+    at = np.asarray(positions, np.int64)
+    none = np.zeros(0, np.int64)
+    if not fits.any():
+        return none, none, None
+    if not fits.all():  # rare: the reader is given only the files of this shape
+        joined = b"".join(compress(parts, fits))
+        ends = np.flatnonzero(np.frombuffer(joined, np.uint8) == ord("\n"))
+        file_of = np.searchsorted(np.cumsum(sizes[fits]), ends, side="right")
+    tried, n_files = at[fits], int(fits.sum())
+    table = _read_columns(joined, shape.schema)
+    if table is None or table.num_rows != len(ends):
+        return tried, none, None
+    names = set(shape.schema.names)
+    runs = pl.from_arrow(table.select([n for n in shape.schema.names if n in _LEAF_TYPES]))
+    assert isinstance(runs, pl.DataFrame)
+    per_file = np.bincount(file_of, minlength=n_files)
+    first = np.cumsum(per_file) - per_file  # the first line of each file
+    runs = runs.with_columns(
+        attempt=pl.Series(tried[file_of]),
+        line=pl.Series(np.arange(len(ends)) - first[file_of] + 1),
+    )
+    good = (
+        runs.select(
+            pl.col("side").is_in(["baseline", "candidate"])
+            & pl.col("status").is_in(["ok", "failed"])
+            & (pl.col("repetition") >= 0)
+            & ~pl.struct("attempt", "side", "repetition").is_duplicated()
+            & (
+                (pl.col("status") == "failed") | (pl.col("metric") > 0)
+                if "metric" in names
+                else pl.col("status") == "failed"
+            )
+            & (
+                pl.col("metric").is_finite() & (pl.col("metric") >= 0)
+                if "metric" in names
+                else True
+            )
+            & (pl.col("order").is_in([0, 1]) if "order" in names else True)
+        )
+        .to_series()
+        .fill_null(False)
+        .to_numpy()
+    )
+    stamps = {}
+    for name in ("started_at", "finished_at"):
+        if name in names:
+            parsed = [None if s is None else parse_timestamp(s) for s in runs[name].to_list()]
+            good &= np.fromiter(map(is_not, parsed, repeat(None)), bool, len(parsed))
+            stamps[name] = pl.Series(name, parsed, dtype=_RUN_SCHEMA[name])
+    seconds, sound_seconds = _leaves(table, "breakdown")
+    values, sound_values = _leaves(table, "counters")
+    good &= sound_seconds & sound_values
+    vouched = np.bincount(file_of[~good], minlength=n_files) == 0
+    kept = vouched[file_of]
+    runs = (
+        runs.with_columns(*stamps.values())
+        .select(
+            pl.col(n) if n in runs.columns or n in stamps else pl.lit(None, d).alias(n)
+            for n, d in _RUN_SCHEMA.items()
+        )
+        .cast(_RUN_SCHEMA)
+        .filter(pl.Series(kept))
+    )
+    n_runs = runs.height
+    cells = len(shape.cells)
+    step = pl.Series([s for s, _ in shape.cells], dtype=pl.String)
+    region = pl.Series([r for _, r in shape.cells], dtype=pl.String)
+    pattern = np.tile(np.arange(cells), n_runs)
+    breakdown = pl.DataFrame(
+        {
+            "run": np.repeat(np.arange(n_runs, dtype=np.int64), cells),
+            "step": step.gather(pattern),
+            "region": region.gather(pattern),
+            "seconds": seconds[kept].ravel(),
+        }
+    )
+    n_counters = len(shape.counters)
+    counter = pl.Series(list(shape.counters), dtype=pl.String)
+    counters = pl.DataFrame(
+        {
+            "run": np.repeat(np.arange(n_runs, dtype=np.int64), n_counters),
+            "counter": counter.gather(np.tile(np.arange(n_counters), n_runs)),
+            "value": values[kept].ravel(),
+        }
+    )
+    return tried, tried[vouched], Checked(vouched, runs, breakdown, counters)
+
+
+_SHAPES = 4
+"""Shapes tried per batch: the usual batch has one; files of a shape beyond these are left to
+the typed decoders."""
+
+
+def read_columnar(bodies: Sequence[bytes]) -> tuple[np.ndarray, list[Checked]]:
+    """The files of a batch the columnar reader vouches for (a mask) and their rows, one part
+    per shape (``attempt`` is the position in the batch)."""
+    vouched = np.zeros(len(bodies), bool)
+    parts = []
+    left = [i for i, body in enumerate(bodies) if body[:1] == b"{"]
+    for _ in range(_SHAPES):
+        if not left:
+            break
+        shape = _shape(_first_line(bodies[left[0]]))
+        if shape is None:
+            left = left[1:]
+            continue
+        fitting, accepted, checked = _columnar_group([bodies[i] for i in left], left, shape)
+        vouched[accepted] = True
+        if checked is not None:
+            parts.append(checked)
+        tried = {left[0], *fitting.tolist()}
+        left = [i for i in left if i not in tried]
+    return vouched, parts
 
 
 RUN_TABLES = ("samples", "breakdown", "counters")

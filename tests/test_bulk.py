@@ -4,9 +4,11 @@ exactly the rows the precise path stores."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -15,7 +17,12 @@ from hypothesis import strategies as st
 from pipeline import bulk
 from pipeline.ingest import ingest
 from pipeline.store import Store
-from pipeline.validate import AttemptFiles, validate_document, validate_measurements
+from pipeline.validate import (
+    AttemptFiles,
+    parse_timestamp,
+    validate_document,
+    validate_measurements,
+)
 
 M = Path("a/c1/r1/measurements.jsonl")
 ANY_NUMBER = st.one_of(
@@ -95,9 +102,15 @@ def test_bulk_accepts_only_files_the_precise_validator_accepts(
     if layout == "blank":
         text = "\n  \n" + text + "\n"
     body = (b"\xef\xbb\xbf" if layout == "bom" else b"") + text.encode("utf-8", "surrogatepass")
+    _same_as_precise(body)
+
+
+def _same_as_precise(body: bytes) -> bool:
+    """When the bulk path accepts ``body``, the precise validator accepts it too and the rows
+    are the same; returns whether the bulk path accepted it."""
     checked = bulk.check_lines([body])
     if not checked.accepted[0]:
-        return
+        return False
     runs, issues = validate_measurements(M, body)
     assert issues == [] and runs is not None
     precise = pl.DataFrame(
@@ -106,8 +119,19 @@ def test_bulk_accepts_only_files_the_precise_validator_accepts(
             "repetition": [r.data["repetition"] for r in runs],
             "metric": [float(r.data["metric"]) if "metric" in r.data else None for r in runs],
             "line": [r.line for r in runs],
+            "order": [r.data.get("order") for r in runs],
+            "started_at": [_stamp(r.data.get("started_at")) for r in runs],
+            "finished_at": [_stamp(r.data.get("finished_at")) for r in runs],
         },
-        schema={"side": pl.String, "repetition": pl.Int64, "metric": pl.Float64, "line": pl.Int64},
+        schema={
+            "side": pl.String,
+            "repetition": pl.Int64,
+            "metric": pl.Float64,
+            "line": pl.Int64,
+            "order": pl.Int64,
+            "started_at": pl.Datetime("us", "UTC"),
+            "finished_at": pl.Datetime("us", "UTC"),
+        },
     )
     assert checked.runs.select(precise.columns).equals(precise)
     cells = [
@@ -123,6 +147,122 @@ def test_bulk_accepts_only_files_the_precise_validator_accepts(
         for k, v in (r.data.get("counters") or {}).items()
     ]
     assert checked.counters.rows() == counters
+    return True
+
+
+def _stamp(text: str | None) -> datetime | None:
+    return None if text is None else parse_timestamp(text)
+
+
+def _like(value: Any, data: st.DataObject, key: str, index: int) -> Any:
+    """A value in place of ``value`` for a line of the same shape: often the same kind of
+    value, sometimes anything the fields may hold."""
+    if isinstance(value, dict):
+        return {k: _like(v, data, k, index) for k, v in value.items()}
+    if key == "repetition":
+        rare = data.draw(st.integers(0, 7)) == 0
+        return data.draw(RUN_FIELDS["repetition"]) if rare else index
+    if key in RUN_FIELDS and key not in ("breakdown", "counters", "metric"):
+        rare = data.draw(st.integers(0, 7)) == 0
+        return data.draw(RUN_FIELDS[key]) if rare else value
+    rare = data.draw(st.integers(0, 15)) == 0  # most lines stay valid
+    return data.draw(ANY_NUMBER if rare else st.one_of(st.floats(1e-300, 1e300), st.integers(1)))
+
+
+VALID_FIRST = st.sampled_from(
+    [
+        BASE_RUN,
+        {**BASE_RUN, "breakdown": {"a": 0.5, "b": 1e-3}, "counters": {}},
+        {**BASE_RUN, "order": 1, "started_at": "2026-11-01T12:00:00Z",
+         "finished_at": "2026-11-01T12:00:01.5+02:00"},
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.one_of(VALID_FIRST, LINES),
+    count=st.integers(1, 4),
+    data=st.data(),
+    style=st.integers(0, 5),
+    change=st.sampled_from(
+        ["none", "none", "none", "reordered", "spaced", "escaped", "missing", "extra"]
+    ),
+)
+def test_lines_of_one_shape_are_read_as_the_precise_validator_reads_them(
+    first: dict[str, Any], count: int, data: st.DataObject, style: int, change: str
+) -> None:
+    """The columnar reader's case: every line has the keys of the first, only values change
+    (and then one line differs in how its keys are written)."""
+    docs = [first] + [_like(first, data, "", i) for i in range(1, count)]
+    lines = [_text(doc, style) for doc in docs]
+    last = docs[-1]
+    if change == "reordered":
+        last = dict(reversed(last.items()))
+        if isinstance(last.get("breakdown"), dict):
+            last["breakdown"] = dict(reversed(last["breakdown"].items()))
+        lines[-1] = _text(last, style)
+    elif change == "spaced":
+        lines[-1] = _text(last, style + 2)
+    elif change == "escaped":
+        lines[-1] = lines[-1].replace('"side"', '"\\u0073ide"')
+    elif change in ("missing", "extra"):
+        key = next(iter(last), "")
+        last = {k: v for k, v in last.items() if k != key} if change == "missing" else {
+            **last, "extra": 1}  # fmt: skip
+        lines[-1] = _text(last, style)
+    _same_as_precise(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+
+
+def _line(breakdown: str) -> str:
+    return (
+        '{"side":"baseline","repetition":0,"status":"ok","metric":1.5,'
+        f'"breakdown":{breakdown},"counters":{{"launches":4000}}}}'
+    )
+
+
+def test_the_columnar_reader_takes_files_of_one_shape_and_leaves_the_others() -> None:
+    one_shape = "\n".join(
+        _line('{"s0":{"a":0.5,"b":2}}').replace('"repetition":0', f'"repetition":{i}')
+        for i in range(3)
+    )
+    with_a_failed_run = one_shape + '\n{"side":"candidate","repetition":0,"status":"failed"}'
+    bodies = [one_shape.encode(), with_a_failed_run.encode()]
+    vouched, _ = bulk.read_columnar(bodies)
+    assert vouched.tolist() == [True, False]
+    checked = bulk.check_lines(bodies)
+    assert checked.accepted.tolist() == [True, True]  # the second by the typed decoders
+    assert checked.runs.group_by("attempt").len().sort("attempt")["len"].to_list() == [3, 4]
+    assert checked.breakdown.height == 2 * 3 * 2
+    assert all(_same_as_precise(body) for body in bodies)
+
+
+# Decimal texts whose nearest float is hard to find: halfway cases between two floats, the
+# largest and smallest (subnormal) floats, integers beyond 2^53, many digits, underflow to 0.
+HARD_NUMBERS = [
+    "9007199254740993", "9007199254740993.0", "9007199254740995", "2.2250738585072011e-308",
+    "2.2250738585072012e-308", "4.9e-324", "2.4703282292062327e-324",
+    "2.4703282292062328e-324", "1e-400", "1.7976931348623157e308", "1.7976931348623158e308",
+    "0.1", "1e23", "8.988465674311579e307", "123456789012345678901234567890",
+    "0.30000000000000004441", "7.2057594037927933e16", "3.0000000000000000000000000000001",
+    "1" + "0" * 300, "0." + "0" * 320 + "1",
+    "1.00000000000000011102230246251565404236316680908203125",
+    "1.000000000000000111022302462515654042363166809082031250000001", "0E0", "0e+00", "0.0E-5",
+]  # fmt: skip
+
+
+def test_numbers_are_read_to_the_bits_of_python_float() -> None:
+    text = "\n".join(
+        _line(
+            '{"s0":{' + ",".join(f'"r{j}":{n}' for j, n in enumerate(HARD_NUMBERS)) + "}}"
+        ).replace('"repetition":0', f'"repetition":{i}')
+        for i in range(2)
+    )
+    vouched, parts = bulk.read_columnar([text.encode()])
+    assert vouched.tolist() == [True]
+    seconds = parts[0].breakdown["seconds"].to_numpy()
+    expected = np.array([float(n) for n in HARD_NUMBERS] * 2)
+    assert seconds.view(np.int64).tolist() == expected.view(np.int64).tolist()
 
 
 def _nested(breakdown: dict[str, Any]) -> dict[str, Any]:
