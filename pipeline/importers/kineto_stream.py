@@ -6,8 +6,8 @@ that keeps only the fields the importer uses (everything else is skipped, never 
 inside a string or inside a nested object leaves a piece that is not a valid array (then the cut
 before it is tried), so when every piece decodes, the pieces are exactly the items of the array.
 Each piece's kept complete events become columns at once (so no list of all events is ever
-held): the category and phase are judged once per distinct pair, the process and thread ids
-printed once per distinct pair as the whole reader prints them, and the times (kept as their
+held): the categories are judged once per distinct value, the process and thread ids printed
+as the whole reader prints them, and the times (kept as their
 JSON text, exact) turned into integer nanoseconds by a few NumPy calls over the piece. The
 members before and after the array are decoded too (the trace's version fields), so the whole
 document is known to be valid JSON.
@@ -26,8 +26,8 @@ import os
 import zlib
 from collections.abc import Iterator
 from decimal import Decimal
-from itertools import chain, compress
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -95,22 +95,24 @@ def _blocks(path: Path, size: int) -> Iterator[bytes]:
             raise Unsure(str(exc)) from None
 
 
-_KIND = attrgetter("ph", "cat")
-_NAME, _PID, _TID, _TS, _DUR, _ARGS = map(attrgetter, ("name", "pid", "tid", "ts", "dur", "args"))
+_PH, _CAT, _NAME, _TS, _DUR, _ARGS = map(attrgetter, ("ph", "cat", "name", "ts", "dur", "args"))
+_PID, _TID, _THREAD = attrgetter("pid"), attrgetter("tid"), attrgetter("pid", "tid")
 _CORRELATION, _BYTES = attrgetter("correlation"), attrgetter("bytes")
 
 
 def _columns(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataFrame:
     """The kept complete events of one piece as columns, times in nanoseconds (no loop per
-    event in Python: attribute lists by ``map``, then a few calls over the whole piece).
-    ``offset`` is the index of the piece's first event in the array. Each kept event must have
-    plain times, else the file is read whole."""
-    kinds = list(map(_KIND, items))
-    # The few distinct (ph, cat) are case-folded in Python, exactly as the whole reader does.
-    kept_as = {kind: cats.get(kind[1].casefold()) if kind[0] == "X" else None
-               for kind in dict.fromkeys(kinds)}  # fmt: skip
-    category = list(map(kept_as.__getitem__, kinds))  # None for an event not kept
-    kept = list(compress(items, category))  # (no kept category is the empty string)
+    event in Python: attribute lists by ``map``, events picked by ``compress``, then a few calls
+    over the whole piece). ``offset`` is the index of the piece's first event in the array.
+    Each kept event must have plain times, else the file is read whole."""
+    complete = list(map(eq, map(_PH, items), repeat("X")))
+    events = list(compress(items, complete))
+    written = list(map(_CAT, events))
+    # The few distinct categories are case-folded in Python, exactly as the whole reader does.
+    kept_as = {cat: cats.get(cat.casefold()) for cat in set(written)}
+    category = list(map(kept_as.__getitem__, written))  # None for a category not kept
+    kept = list(compress(events, category))  # (no kept category is the empty string)
+    indices = compress(compress(range(offset, offset + len(items)), complete), category)
     args = list(map(_ARGS, kept))
     start, start_plain = _ns(map(_TS, kept), len(kept))
     dur, dur_plain = _ns(map(_DUR, kept), len(kept))
@@ -118,10 +120,10 @@ def _columns(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataF
         raise Unsure("a time that is not plain microseconds")
     return pl.DataFrame(
         [
-            pl.Series("idx", list(compress(range(offset, offset + len(items)), category))),
+            pl.Series("idx", list(indices), dtype=pl.Int64),
             pl.Series("cat", list(filter(None, category)), dtype=pl.String),
             pl.Series("name", list(map(_NAME, kept)), dtype=pl.String),
-            _threads(list(map(_PID, kept)), list(map(_TID, kept))),
+            _threads(kept),
             pl.Series("start", start),
             pl.Series("end", start + dur),
             pl.Series("corr", list(map(_CORRELATION, args)), dtype=pl.Int64),
@@ -130,10 +132,19 @@ def _columns(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataF
     )
 
 
-def _threads(pids: list[_Id], tids: list[_Id]) -> pl.Series:
-    """Each event's ``pid/tid`` as the whole reader prints it (``f"{pid}/{tid}"``). A piece
-    holds few distinct pairs: each one is printed once, and the column gathered by code."""
-    pairs = list(zip(pids, tids, strict=True))
+def _threads(events: list[_Event]) -> pl.Series:
+    """Each event's ``pid/tid`` as the whole reader prints it (``f"{pid}/{tid}"``)."""
+    try:  # integers or null (CPU threads, as Kineto writes them): one cast to text
+        ids = [pl.Series(list(map(get, events)), dtype=pl.Int64) for get in (_PID, _TID)]
+    except TypeError:  # a string or an integer beyond 64 bits
+        return _threads_by_pair(list(map(_THREAD, events)))
+    printed = [pl.lit(i).cast(pl.String).fill_null("None") for i in ids]
+    return pl.select(thread=pl.concat_str(printed[0], pl.lit("/"), printed[1])).to_series()
+
+
+def _threads_by_pair(pairs: list[tuple[_Id, _Id]]) -> pl.Series:
+    """A piece holds few distinct (pid, tid): each is printed once, the column gathered by
+    code."""
     distinct = dict.fromkeys(pairs)  # of ints, strings and None: no two of them are equal
     codes = {pair: code for code, pair in enumerate(distinct)}
     printed = pl.Series("thread", [f"{pid}/{tid}" for pid, tid in distinct], dtype=pl.String)
