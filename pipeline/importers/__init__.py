@@ -150,8 +150,6 @@ def _renamed_steps(
     breakdown: Mapping[str, Mapping[str, Decimal]], renames: Mapping[str, str]
 ) -> dict[str, dict[str, Decimal]]:
     """Steps renamed like regions; two steps renamed to one are added region by region."""
-    if not renames:  # nothing is merged: each value as is (a sum's rounding to the context)
-        return {step: {r: +v for r, v in regions.items()} for step, regions in breakdown.items()}
     out: dict[str, dict[str, Decimal]] = {}
     for step, regions in breakdown.items():
         merged = out.setdefault(renames.get(step, step), {})
@@ -185,9 +183,10 @@ def build_line(
         "status": "ok",
         "metric": metric_value,
     }
-    breakdown = {
-        step: {region: _number(v) for region, v in sorted(regions.items())}
-        for step, regions in _renamed_steps(imported.breakdown, renames).items()
+    steps = _renamed_steps(imported.breakdown, renames) if renames else imported.breakdown
+    breakdown = {  # each value rounded to the context (+), as a sum is
+        step: {region: _number(+v) for region, v in sorted(regions.items())}
+        for step, regions in steps.items()
         if regions
     }
     if breakdown:
