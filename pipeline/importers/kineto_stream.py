@@ -95,7 +95,8 @@ def _blocks(path: Path, size: int) -> Iterator[bytes]:
             raise Unsure(str(exc)) from None
 
 
-_PH, _CAT, _NAME, _TS, _DUR, _ARGS = map(attrgetter, ("ph", "cat", "name", "ts", "dur", "args"))
+_PH, _CAT, _NAME, _ARGS = map(attrgetter, ("ph", "cat", "name", "args"))
+_TIMES = attrgetter("ts", "dur")
 _PID, _TID, _THREAD = attrgetter("pid"), attrgetter("tid"), attrgetter("pid", "tid")
 _CORRELATION, _BYTES = attrgetter("correlation"), attrgetter("bytes")
 
@@ -114,10 +115,10 @@ def _columns(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataF
     kept = list(compress(events, category))  # (no kept category is the empty string)
     indices = compress(compress(range(offset, offset + len(items)), complete), category)
     args = list(map(_ARGS, kept))
-    start, start_plain = _ns(map(_TS, kept), len(kept))
-    dur, dur_plain = _ns(map(_DUR, kept), len(kept))
-    if not (start_plain.all() and dur_plain.all()):
+    times, plain = _ns(chain.from_iterable(map(_TIMES, kept)), 2 * len(kept))  # ts, dur, ts, …
+    if not plain.all():
         raise Unsure("a time that is not plain microseconds")
+    start = times[0::2]
     return pl.DataFrame(
         [
             pl.Series("idx", list(indices), dtype=pl.Int64),
@@ -125,7 +126,7 @@ def _columns(items: list[_Event], offset: int, cats: dict[str, str]) -> pl.DataF
             pl.Series("name", list(map(_NAME, kept)), dtype=pl.String),
             _threads(kept),
             pl.Series("start", start),
-            pl.Series("end", start + dur),
+            pl.Series("end", start + times[1::2]),
             pl.Series("corr", list(map(_CORRELATION, args)), dtype=pl.Int64),
             pl.Series("nbytes", list(map(_BYTES, args)), dtype=pl.Int64),
         ]
