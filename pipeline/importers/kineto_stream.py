@@ -6,17 +6,16 @@ that keeps only the fields the importer uses (everything else is skipped, never 
 inside a string or inside a nested object leaves a piece that is not a valid array (then the cut
 before it is tried), so when every piece decodes, the pieces are exactly the items of the array.
 Each piece's kept complete events become columns at once (so no list of all events is ever
-held): the categories are judged once per distinct value, the process and thread ids printed
-as the whole reader prints them, and the times (kept as their
-JSON text, exact) turned into integer nanoseconds by a few NumPy calls over the piece. The
-members before and after the array are decoded too (the trace's version fields), so the whole
-document is known to be valid JSON.
+held): the categories are judged once per distinct value, the process and thread ids printed as
+the whole reader prints them, and the times (kept as their JSON text, exact) turned into integer
+nanoseconds by a few NumPy calls over the piece. The members before and after the array are
+decoded too (the trace's version fields), so the whole document is known to be valid JSON.
 
 Whenever anything is not as expected (a bare event array, an event that is not an object, a time
-that is not plain microseconds with at most three decimals, an id that is no integer, string
-or null, undecodable bytes, a piece that does not decode …) the reader
-returns None and the caller reads the file whole, which reports the exact error. So the stream
-changes the cost, never the result.
+that is not plain microseconds with at most three decimals, an id that is no integer, string or
+null, undecodable bytes, a piece that does not decode …) the reader returns None and the caller
+reads the file whole, which reports the exact error. So the stream changes the cost, never the
+result.
 """
 
 from __future__ import annotations
