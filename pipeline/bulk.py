@@ -423,11 +423,13 @@ def decode_and_check(bodies: Sequence[bytes]) -> Checked:
 # Most measurements files repeat one shape on every line: the same keys in the same order, only
 # the values change. For such files the lines are parsed by Arrow's JSON reader into typed
 # columns, and what the typed decoders above would check per value is proven over the columns:
-# - the shape: every line's keys, byte for byte and in order, are those of its file's first line
-#   (found with array operations over the bytes; with no backslash in a line every quote opens
-#   or closes a string, so a closing quote followed by ":" ends a key), and that first line is a
-#   valid run by the typed decoder; a key with blanks before its colon leaves the file to the
-#   decoders;
+# - the shape: every line's keys, in order, are those of its file's first line (found with array
+#   operations over the bytes: with no backslash in a line every quote opens or closes a string,
+#   so a closing quote followed by ":" ends a key, and each line must have as many as the first;
+#   a key with blanks before its colon is then missing, and the file is left to the decoders),
+#   and that first line is a valid run by the typed decoder. A key is compared by its length and
+#   its bytes at a few offsets that tell apart the distinct keys of the first line; since the
+#   reader refuses any key the schema does not name, that is a comparison of the whole key;
 # - types: the reader is given that line's schema and refuses a line with a field of another
 #   type (a string for a number, ``1.0`` for an integer, an integer beyond int64), an unknown
 #   field, a key written twice or a number too large for a float; a null leaves a column empty,
@@ -453,8 +455,9 @@ _LEAF_TYPES = {
 class _Shape:
     """The keys of a run line in written order and the Arrow schema they call for."""
 
-    keys: bytes  # every key of the line (nested ones too), concatenated in written order
-    lengths: tuple[int, ...]  # the byte length of each key
+    lengths: np.ndarray  # the byte length of each key of the line (nested ones too), in order
+    probes: np.ndarray  # (keys, probes): where in each key a byte is compared (see _probes)
+    expected: np.ndarray  # (keys, probes): the bytes found there in this line
     schema: pa.Schema
     cells: tuple[tuple[str, str], ...]  # (step, region) of each breakdown value, in order
     counters: tuple[str, ...]
@@ -510,13 +513,39 @@ def _shape(line: bytes) -> _Shape | None:
                 steps.append((step, pa.struct([(n, pa.float64()) for n in names])))
             fields.append(pa.field(name, pa.struct(steps)))
     encoded = [k.encode() for k in keys]
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    offsets = _probes(encoded)
+    probes = np.minimum(np.asarray(offsets, np.int64)[None, :], lengths[:, None] - 1)
+    rows = zip(encoded, probes.tolist(), strict=True)
+    expected = np.array([[k[i] for i in row] for k, row in rows], np.uint8).reshape(probes.shape)
     return _Shape(
-        b"".join(encoded),
-        tuple(map(len, encoded)),
+        lengths,
+        probes,
+        expected,
         pa.schema(fields),
         tuple(cells),
         tuple(counters),
     )
+
+
+def _probes(keys: list[bytes]) -> list[int]:
+    """Offsets into a key (the last byte for a shorter key) whose bytes, with its length, tell
+    apart every distinct key of ``keys``: a few where the names differ early, every offset of
+    the longest key at worst. Every key a line of the shape writes is one of ``keys`` (the
+    reader refuses any other), so equal lengths and equal bytes there mean equal keys."""
+    distinct = sorted(set(keys))
+    longest = max(map(len, distinct), default=0)
+
+    def classes(offsets: list[int]) -> int:
+        return len({(len(k), *(k[min(o, len(k) - 1)] for o in offsets)) for k in distinct})
+
+    offsets: list[int] = []
+    while classes(offsets) < len(distinct):
+        best = max(range(longest), key=lambda o: classes([*offsets, o]))
+        if classes([*offsets, best]) == classes(offsets):  # cannot happen; be exhaustive
+            return list(range(longest))
+        offsets.append(best)
+    return offsets
 
 
 def _first_line(body: bytes) -> bytes:
@@ -553,14 +582,11 @@ def _lines_of_shape(text: bytes, shape: _Shape) -> tuple[np.ndarray, np.ndarray]
     if len(lines) == 0:
         return ok, ends
     at = (np.cumsum(keys_per_line) - m)[lines][:, None] + np.arange(m)  # (lines, m) keys
-    same_lengths = ((key_end - key_start)[at] == np.asarray(shape.lengths)).all(axis=1)
+    same_lengths = ((key_end - key_start)[at] == shape.lengths).all(axis=1)
     ok[lines[~same_lengths]] = False
     lines, at = lines[same_lengths], at[same_lengths]
-    slot = np.repeat(np.arange(m), shape.lengths)  # per byte of the keys: which key, where
-    within = np.arange(len(shape.keys)) - np.repeat(np.cumsum(shape.lengths) - shape.lengths,
-                                                    shape.lengths)  # fmt: skip
-    written = buf[key_start[at][:, slot] + within]
-    ok[lines[~(written == np.frombuffer(shape.keys, np.uint8)).all(axis=1)]] = False
+    written = buf[key_start[at][:, :, None] + shape.probes]  # (lines, keys, probes)
+    ok[lines[~(written == shape.expected).all(axis=(1, 2))]] = False
     return ok, ends
 
 

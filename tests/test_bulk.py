@@ -227,13 +227,24 @@ def test_the_columnar_reader_takes_files_of_one_shape_and_leaves_the_others() ->
         for i in range(3)
     )
     with_a_failed_run = one_shape + '\n{"side":"candidate","repetition":0,"status":"failed"}'
-    bodies = [one_shape.encode(), with_a_failed_run.encode()]
+    steps = '{"decode-0":{"ab":1,"ba":2},"decode-1":{"ab":3,"ba":4}}'
+    swapped = [
+        steps,
+        steps.replace('"decode-0"', '"decode-x"')
+        .replace('"decode-1"', '"decode-0"')
+        .replace('"decode-x"', '"decode-1"'),
+        steps.replace('"ab":3,"ba":4', '"ba":4,"ab":3'),
+    ]
+    swapped_keys = "\n".join(
+        _line(b).replace('"repetition":0', f'"repetition":{i}') for i, b in enumerate(swapped)
+    )  # fmt: skip
+    bodies = [one_shape.encode(), with_a_failed_run.encode(), swapped_keys.encode()]
     vouched, _ = bulk.read_columnar(bodies)
-    assert vouched.tolist() == [True, False]
+    assert vouched.tolist() == [True, False, False]
     checked = bulk.check_lines(bodies)
-    assert checked.accepted.tolist() == [True, True]  # the second by the typed decoders
-    assert checked.runs.group_by("attempt").len().sort("attempt")["len"].to_list() == [3, 4]
-    assert checked.breakdown.height == 2 * 3 * 2
+    assert checked.accepted.tolist() == [True, True, True]  # the others by the typed decoders
+    assert checked.runs.group_by("attempt").len().sort("attempt")["len"].to_list() == [3, 4, 3]
+    assert checked.breakdown.height == 2 * 3 * 2 + 3 * 4
     assert all(_same_as_precise(body) for body in bodies)
 
 
