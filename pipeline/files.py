@@ -50,7 +50,7 @@ def file_kind(mode: int) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: Path) -> tuple[int, int]:
+def open_regular(path: Path | str) -> tuple[int, int]:
     """A read-only descriptor of ``path`` and its size; it must be a regular file (symlinks
     followed).
 
@@ -69,15 +69,16 @@ def open_regular(path: Path) -> tuple[int, int]:
     return fd, info.st_size
 
 
-def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
+def read_regular(path: Path | str, limit: int, what: str | None = None) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes.
 
     Raises FileNotFoundError, :class:`InputFileError` (``not_a_file``, ``too_large``) or
     OSError."""
+    what = what or os.path.basename(path)
     fd, size = open_regular(path)
     try:
         if size > limit:
-            raise InputFileError("too_large", _too_large(size, limit, what or path.name))
+            raise InputFileError("too_large", _too_large(size, limit, what))
         body = os.read(fd, size + 1)
         while len(body) != size and len(body) <= limit:  # a file that grew, or a short read
             more = os.read(fd, limit + 1 - len(body))
@@ -87,7 +88,7 @@ def read_regular(path: Path, limit: int, what: str | None = None) -> bytes:
     finally:
         os.close(fd)
     if len(body) > limit:  # grew while being read
-        raise InputFileError("too_large", _too_large(len(body), limit, what or path.name))
+        raise InputFileError("too_large", _too_large(len(body), limit, what))
     return body
 
 

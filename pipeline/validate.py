@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -608,9 +609,10 @@ class Document:
         return locate(self.text, path)
 
 
-def read_bytes(path: Path) -> tuple[bytes | None, list[Issue]]:
+def read_bytes(path: Path | str) -> tuple[bytes | None, list[Issue]]:
     """The bytes of one input file: a regular file within its size limit, else an issue."""
-    limit = MAX_MEASUREMENTS_BYTES if path.name == MEASUREMENTS_FILE else MAX_DOCUMENT_BYTES
+    name = os.path.basename(path)
+    limit = MAX_MEASUREMENTS_BYTES if name == MEASUREMENTS_FILE else MAX_DOCUMENT_BYTES
     try:
         return read_regular(path, limit), []
     except FileNotFoundError:
@@ -799,8 +801,9 @@ def read_attempt_files(folder: Path) -> tuple[AttemptFiles | None, list[Issue]]:
     if issues:
         return None, issues
     bodies: dict[str, bytes] = {}
+    base = str(folder)  # plain strings: a Path per file cost more than reading it
     for name in (ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE):
-        body, problems = read_bytes(folder / name)
+        body, problems = read_bytes(os.path.join(base, name))
         if body is not None:
             bodies[name] = body
         elif name != MECHANISM_FILE or problems[0].code != "missing_file":
