@@ -186,7 +186,7 @@ VALID_FIRST = st.sampled_from(
     data=st.data(),
     style=st.integers(0, 5),
     change=st.sampled_from(
-        ["none", "none", "none", "reordered", "spaced", "escaped", "missing", "extra"]
+        ["none", "none", "none", "reordered", "spaced", "escaped", "missing", "extra", "null"]
     ),
 )
 def test_lines_of_one_shape_are_read_as_the_precise_validator_reads_them(
@@ -202,6 +202,8 @@ def test_lines_of_one_shape_are_read_as_the_precise_validator_reads_them(
         if isinstance(last.get("breakdown"), dict):
             last["breakdown"] = dict(reversed(last["breakdown"].items()))
         lines[-1] = _text(last, style)
+    elif change == "null":  # an object written as null
+        lines[-1] = _text({k: None if isinstance(v, dict) else v for k, v in last.items()}, style)
     elif change == "spaced":
         lines[-1] = _text(last, style + 2)
     elif change == "escaped":
