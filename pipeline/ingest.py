@@ -300,7 +300,8 @@ def _open_campaign(
     recorded as rejected in ``run`` and None is returned."""
     outside = _outside(folder, run.root)
     attempts = [] if outside else attempt_folders(folder)
-    campaign, issues = (None, [outside]) if outside else validate_campaign(folder)
+    fast = None if bulk_disabled() else bulk.fast_campaign
+    campaign, issues = (None, [outside]) if outside else validate_campaign(folder, fast)
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
         run.issues += issues

@@ -4,6 +4,8 @@ exactly the rows the precise path stores."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -327,6 +329,89 @@ def test_bulk_accepts_only_attempt_documents_the_precise_validator_accepts(
     document, issues = validate_document(Path("a/c1/r1/attempt.json"), body, "attempt")
     assert issues == [] and document is not None
     assert fast[0].data == document.data
+
+
+CAMPAIGN: dict[str, Any] = {
+    "schema": "explain-pipeline/campaign/v1",
+    "campaign_id": "c1",
+    "kind": "project",
+    "created_at": "2026-11-01T10:00:00Z",
+    "metric": {"name": "e2e_seconds", "better": "lower"},
+    "policy": {"seed": 11, "confidence": 0.9},
+    "policy_sha256": "b" * 64,
+}
+POLICY_FIELDS = {
+    "decision": st.sampled_from(["median", "paired", "mean"]),
+    "require_explanation": st.sampled_from([True, False, 0, "yes"]),
+    "min_improvement_pct": st.one_of(ANY_NUMBER, st.floats(0, 1000), st.just(1000)),
+    "confidence": st.one_of(ANY_NUMBER, st.floats(0, 1), st.sampled_from([0, 1, 0.5])),
+    "resamples": st.one_of(st.integers(-1, 2_000_000), st.sampled_from([1.0, 10**6, True])),
+    "seed": st.one_of(st.integers(-1, 2**64), st.sampled_from([2**63 - 1, 2**63, 1.0])),
+    "min_pairs": st.one_of(st.integers(3, 7), st.sampled_from([10**6, 10**6 + 1, 5.0])),
+    "interval": st.sampled_from(["percentile", "expanded_percentile", "student_t", "t"]),
+    "other": st.just(1),
+}
+CAMPAIGN_FIELDS = {
+    "schema": st.sampled_from(["explain-pipeline/campaign/v1", "explain-pipeline/campaign/v2"]),
+    "campaign_id": st.sampled_from(["c1", "c2", "", "../c1"]),
+    "kind": st.sampled_from(["project", "benchmark", "other"]),
+    "created_at": STAMPS,
+    "metric": st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(["m", "", "k\\ud800"]),
+            "better": st.sampled_from(["lower", "up"]),
+        },
+        optional={"unit": st.just("s")},
+    ),
+    "policy_sha256": st.sampled_from(["a" * 64, "A" * 64, "a"]),
+    "extra": st.just(1),
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    overrides=st.dictionaries(
+        st.sampled_from(sorted(CAMPAIGN_FIELDS)), st.none(), max_size=2
+    ).flatmap(lambda keys: st.fixed_dictionaries({k: CAMPAIGN_FIELDS[k] for k in keys})),
+    policy=st.dictionaries(st.sampled_from(sorted(POLICY_FIELDS)), st.none(), max_size=4).flatmap(
+        lambda keys: st.fixed_dictionaries({k: POLICY_FIELDS[k] for k in keys})
+    ),
+    dropped=st.sets(st.sampled_from(sorted(CAMPAIGN))),
+    style=st.integers(0, 5),
+)
+def test_bulk_accepts_only_campaign_documents_the_precise_validator_accepts(
+    overrides: dict[str, Any], policy: dict[str, Any], dropped: set[str], style: int
+) -> None:
+    doc = {k: v for k, v in {**CAMPAIGN, "policy": policy, **overrides}.items() if k not in dropped}
+    body = _text(doc, style).encode("utf-8", "surrogatepass")
+    if style == 5:
+        body = b"\xef\xbb\xbf" + body.replace(b'"seed"', b'"seed":1,"seed"')
+    fast = bulk.fast_campaign(body, "c1")
+    if fast is None:
+        return
+    document, issues = validate_document(Path("a/c1/campaign.json"), body, "campaign")
+    assert issues == [] and document is not None and document.data["campaign_id"] == "c1"
+    assert fast.data == document.data and fast.sha256 == document.sha256
+    assert json.dumps(fast.data) == json.dumps(document.data)  # ints stay ints, floats floats
+
+
+def test_a_valid_campaign_is_ingested_without_loading_jsonschema(tmp_path: Path) -> None:
+    """jsonschema's import alone cost about 0.1 s of every ingest: only a document the fast
+    checks cannot vouch for loads it."""
+    from conftest import write_example_campaign
+
+    write_example_campaign(tmp_path / "in", repetitions=5)
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from pipeline.ingest import ingest\n"
+        "from pipeline.store import Store\n"
+        f"report = ingest(Path({str(tmp_path / 'in')!r}), Store(Path({str(tmp_path / 's')!r})))\n"
+        "print(report.issues == [], report.summary()['ingested'].to_list(),"
+        " 'jsonschema' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True [2] False"
 
 
 def _tables(store: Store) -> dict[str, pl.DataFrame]:
