@@ -202,7 +202,7 @@ def attempt_folders(campaign: Path) -> list[Path]:
 
 
 # -- groups of campaigns ------------------------------------------------------------------------
-GROUP_ATTEMPTS = 512
+GROUP_ATTEMPTS = 1024
 """Attempts per unit of work: campaigns are validated and written together up to about this
 many attempts (a larger campaign alone). What a campaign costs by itself (reading its stored
 partitions, building frames, checking a batch of lines, one pass per table over the rows) is
@@ -318,7 +318,9 @@ def _open_campaign(
 _Pending = tuple[_Campaign, AttemptFiles, bool]  # the files of an attempt; unchanged inputs?
 
 
-def _rows_in_batches(pending: Sequence[_Pending], size: int = 512) -> dict[str, pl.DataFrame]:
+def _rows_in_batches(
+    pending: Sequence[_Pending], size: int = GROUP_ATTEMPTS
+) -> dict[str, pl.DataFrame]:
     """Validate the pending attempts ``size`` at a time (across campaigns) and return the new
     rows of every per-attempt table."""
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in ATTEMPT_TABLES}
