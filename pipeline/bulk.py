@@ -605,7 +605,6 @@ def _lines_of_shape(text: bytes, shape: _Shape) -> tuple[np.ndarray, np.ndarray]
     buf = np.frombuffer(text, np.uint8)
     marks = np.flatnonzero((buf == ord("\n")) | (buf == ord('"')))
     newline = buf[marks] == ord("\n")
-    line_of_mark = np.cumsum(newline) - newline
     ends = marks[newline]
     n = len(ends)
     starts = np.concatenate(([0], ends[:-1] + 1))
@@ -613,14 +612,20 @@ def _lines_of_shape(text: bytes, shape: _Shape) -> tuple[np.ndarray, np.ndarray]
     if text.find(b"\\") >= 0:  # rare: located only when present
         ok[np.searchsorted(ends, np.flatnonzero(buf == ord("\\")))] = False
     quotes = marks[~newline]
-    quote_line = line_of_mark[~newline]
+    quote_line = np.cumsum(newline)[~newline]  # the newlines before a quote: its line
+    del marks, newline
     per_line = np.bincount(quote_line, minlength=n)
-    ok &= per_line % 2 == 0
-    closing = (np.arange(len(quotes)) - (np.cumsum(per_line) - per_line)[quote_line]) % 2 == 1
-    is_key = buf[quotes[closing] + 1] == ord(":")
-    key_end = quotes[closing][is_key]
-    key_start = quotes[np.flatnonzero(closing)[is_key] - 1] + 1
-    keys_per_line = np.bincount(quote_line[closing][is_key], minlength=n)
+    odd = per_line % 2 == 1
+    ok &= ~odd
+    if odd.any():  # rare: the quotes of the lines after an odd one are paired anew
+        shift = (np.cumsum(odd) - odd)[quote_line] % 2
+        at = np.flatnonzero((np.arange(len(quotes)) + shift) % 2 == 1)
+        opening, closing, closing_line = quotes[at - 1], quotes[at], quote_line[at]
+    else:  # every line pairs its quotes: the first of each pair opens a string, the second closes
+        opening, closing, closing_line = quotes[0::2], quotes[1::2], quote_line[1::2]
+    is_key = buf[closing + 1] == ord(":")
+    key_end, key_start = closing[is_key], opening[is_key] + 1
+    keys_per_line = np.bincount(closing_line[is_key], minlength=n)
     m = len(shape.lengths)
     ok &= keys_per_line == m
     lines = np.flatnonzero(ok)

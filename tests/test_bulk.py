@@ -242,14 +242,17 @@ def test_the_columnar_reader_takes_files_of_one_shape_and_leaves_the_others() ->
     swapped_keys = "\n".join(
         _line(b).replace('"repetition":0', f'"repetition":{i}') for i, b in enumerate(swapped)
     )  # fmt: skip
-    bodies = [one_shape.encode(), with_a_failed_run.encode(), swapped_keys.encode()]
-    vouched, _ = bulk.read_columnar(bodies)
-    assert vouched.tolist() == [True, False, False]
-    checked = bulk.check_lines(bodies)
-    assert checked.accepted.tolist() == [True, True, True]  # the others by the typed decoders
-    assert checked.runs.group_by("attempt").len().sort("attempt")["len"].to_list() == [3, 4, 3]
-    assert checked.breakdown.height == 2 * 3 * 2 + 3 * 4
-    assert all(_same_as_precise(body) for body in bodies)
+    odd_quotes = one_shape.replace(
+        '"side":"baseline","repetition":1', '"side":"baseline,"repetition":1'
+    )
+    bodies = [one_shape, with_a_failed_run, swapped_keys, odd_quotes, one_shape]
+    vouched, _ = bulk.read_columnar([b.encode() for b in bodies])
+    assert vouched.tolist() == [True, False, False, False, True]  # quotes paired anew after
+    checked = bulk.check_lines([b.encode() for b in bodies])
+    assert checked.accepted.tolist() == [True, True, True, False, True]  # typed decoders: 2, 3
+    assert checked.runs.group_by("attempt").len().sort("attempt")["len"].to_list() == [3, 4, 3, 3]
+    assert checked.breakdown.height == 2 * 3 * 2 + 3 * 4 + 3 * 2
+    assert [_same_as_precise(b.encode()) for b in bodies] == [True, True, True, False, True]
 
 
 # Decimal texts whose nearest float is hard to find: halfway cases between two floats, the
