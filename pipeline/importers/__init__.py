@@ -135,6 +135,8 @@ def _renamed(values: Mapping[str, Decimal], renames: Mapping[str, str]) -> dict[
 
 def _number(value: Decimal) -> int | float:
     """Integral values (counts, bytes) stay integers; others become the nearest float."""
+    if value.is_finite() and not (nearest := float(value)).is_integer():
+        return nearest  # (a whole value's nearest float is whole, or infinite: not this one)
     if value == value.to_integral_value() and abs(value) < 2**53:
         return int(value)
     return float(value)
