@@ -138,8 +138,9 @@ def _threads(events: list[_Event]) -> pl.Series:
         ids = [pl.Series(list(map(get, events)), dtype=pl.Int64) for get in (_PID, _TID)]
     except TypeError:  # a string or an integer beyond 64 bits
         return _threads_by_pair(list(map(_THREAD, events)))
-    printed = [pl.lit(i).cast(pl.String).fill_null("None") for i in ids]
-    return pl.select(thread=pl.concat_str(printed[0], pl.lit("/"), printed[1])).to_series()
+    pid, tid = (i.cast(pl.String).fill_null("None") if i.has_nulls() else i.cast(pl.String)
+                for i in ids)  # fmt: skip
+    return (pid + "/" + tid).alias("thread")
 
 
 def _threads_by_pair(pairs: list[tuple[_Id, _Id]]) -> pl.Series:
