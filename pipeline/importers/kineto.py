@@ -327,13 +327,20 @@ def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
         frame, members = streamed
     notes: list[str] = []
     steps = _steps(path, frame, options, notes)
+    # The CPU events used by name and time (annotations, runtime calls) get their step; of the
+    # operators, by far the most events, only the number inside a step is used, from their
+    # start times alone.
     cpu = (
-        _assign(frame.lazy().filter(pl.col("cat").is_in(CPU_CATS)).drop("corr", "nbytes"), steps)
+        _assign(frame.lazy().filter(pl.col("cat").is_in(CPU_CATS - {"cpu_op"})), steps)
         .filter(pl.col("step").is_not_null() & ~pl.col("idx").is_in(steps["idx"].implode()))
+        .drop("corr", "nbytes")
         .collect()
     )
+    operators = frame.lazy().filter(pl.col("cat") == "cpu_op").select("start")
+    counters: dict[str, int] = {
+        C.ATEN_OPS: _assign(operators, steps).filter(pl.col("step").is_not_null()).collect().height
+    }
     regions = _cpu_regions(cpu, options)
-    counters: dict[str, int] = {C.ATEN_OPS: cpu.select((pl.col("cat") == "cpu_op").sum()).item()}
     has_gpu = frame.select(pl.col("cat").is_in(GPU_CATS | API_CATS).any()).item()
     if has_gpu:
         gpu = _gpu_events(frame, steps)
