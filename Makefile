@@ -26,8 +26,7 @@ test: $(BIN)/explain-pipeline
 
 bench: $(BIN)/explain-pipeline
 	$(BIN)/python -m compileall -q pipeline  # as an installed package is: no compiling per run
-	$(BIN)/python benchmarks/bench_assess.py
-	$(BIN)/python benchmarks/bench_ingest.py --compare-import
+	$(BIN)/python benchmarks/bench_assess.py --with-ingest
 
 clean:
 	rm -rf $(VENV) $(STORE) .pytest_cache

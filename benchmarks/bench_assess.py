@@ -18,8 +18,13 @@ RSS from wait4):
   `assess --all` whatever the store's format;
 - ingest, and ingest + assess end to end against the same naive script.
 
+With --with-ingest (what `make bench` runs), also bench_ingest.py's two measurements: ingest of
+3,000 attempts in 10 campaigns against the per-line validator, and `import kineto` of a 58 MB
+trace against the whole-file reader.
+
 Prints one table: the figure, the comparison, the ratio, the threads used by each side.
 
+    .venv/bin/python benchmarks/bench_assess.py --with-ingest         # what make bench runs
     .venv/bin/python benchmarks/bench_assess.py                       # 3,000 attempts
     .venv/bin/python benchmarks/bench_assess.py --large 100000        # + assess peak RSS at 100,000
 """
@@ -336,6 +341,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     naive_s, naive_cpu, naive_rss = measure([*naive, str(out), *folders], env=ONE_THREAD)
     n_all, diff_all = check_equal(store, out, None)
     kernel_s, kernel_cpu = kernel(n_all, args.repetitions)
+    extra = ingest_rows(work) if args.with_ingest else []  # they print as they go: before the table
 
     both = "explain-pipeline: 2 cores (Polars pool, 2 bootstrap workers); naive: 1 thread"
     print()
@@ -378,11 +384,48 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print(row("ingest + `assess --all` (end to end)", f"{ingest_s + all_s:.1f} s "
               f"[{ingest_cpu + all_cpu:.1f}]", f"naive script: {naive_s:.1f} s [{naive_cpu:.1f}]",
               f"{naive_s / (ingest_s + all_s):.1f}x faster", "—", both))  # fmt: skip
+    for line in extra:
+        print(line)
     print()
     print(f"Results equal the naive script's: {n_one} and {n_all:,} quantities, max relative "
           f"difference {max(diff_one, diff_all):.1e} (asserted <= 1e-12).")  # fmt: skip
     if args.large:
         large(args, work)
+
+
+def ingest_rows(work: Path, options: tuple[str, ...] = ()) -> list[str]:
+    """bench_ingest.py's measurements (its defaults: 3,000 attempts in 10 campaigns against the
+    per-line validator, stored tables asserted equal; a 58 MB Kineto trace against the
+    whole-file reader, lines asserted equal) as rows of this table."""
+    import bench_ingest
+
+    parsed = bench_ingest.parser().parse_args(["--compare-import", *options])
+    (work / "ingest").mkdir(parents=True, exist_ok=True)
+    ingest = bench_ingest.bench_ingest(parsed, work / "ingest")
+    kineto = bench_ingest.bench_import(parsed, work / "ingest")
+    bulk, precise, lines = ingest["bulk"], ingest["per-line"], ingest["lines"]
+    stream, whole, mb = kineto["streaming"], kineto["whole-file"], kineto["mb"]
+
+    def above(result: dict[str, Any]) -> float:  # the import's peak over the loaded program
+        return (result["peak_rss_mib"] - result["before_mib"]) * 2**20 / (mb * 1e6)
+
+    return [
+        row(f"`ingest` of {ingest['attempts']:,} attempts ({lines:,} lines) in "
+            f"{ingest['campaigns']} campaigns",
+            f"{bulk['seconds']:.2f} s [{bulk['cpu']:.2f}] = "
+            f"{lines / bulk['seconds']:,.0f} lines/s, peak RSS {bulk['peak_rss_mib']:.0f} MiB",
+            f"per-line validator: {precise['seconds']:.2f} s = "
+            f"{lines / precise['seconds']:,.0f} lines/s; same stored tables",
+            f"{precise['seconds'] / bulk['seconds']:.1f}x faster", "≥ 40,000 lines/s",
+            "2 cores"),
+        row(f"`import kineto` of a {mb:.0f} MB trace (process warmed by one small import)",
+            f"{stream['seconds']:.2f} s [{stream['cpu_seconds']:.2f}] = "
+            f"{mb / stream['seconds']:.1f} MB/s, peak {above(stream):.2f}x the file",
+            f"whole-file reader: {whole['seconds']:.2f} s = {mb / whole['seconds']:.1f} MB/s, "
+            f"{above(whole):.2f}x the file; same measurement line",
+            f"{whole['seconds'] / stream['seconds']:.1f}x faster",
+            "≥ 50 MB/s, peak ≤ 2x the file", "2 cores"),
+    ]  # fmt: skip
 
 
 def kernel(quantities: int, pairs: int) -> tuple[float, float]:
@@ -427,6 +470,9 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=0, help="also assess this many attempts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, default=None, help="keep the files in this folder")
+    parser.add_argument("--with-ingest", action="store_true",
+                        help="also bench_ingest.py's rows (3,000 attempts in 10 campaigns, and "
+                        "import kineto against the whole-file reader) in the same table")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-assess-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -210,7 +210,7 @@ def write_trace(path: Path, megabytes: float) -> int:
 
 
 # -- main -----------------------------------------------------------------------------------------
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--attempts", type=int, default=3000)
     parser.add_argument("--per-campaign", type=int, default=300)
@@ -232,7 +232,11 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="folder to keep the inputs in")
     parser.add_argument("--phase", choices=["import"], help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.phase == "import":
         print(json.dumps(phase_import(*args.paths)))
         return
@@ -247,7 +251,9 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def bench_ingest(args: argparse.Namespace, work: Path) -> None:
+def bench_ingest(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Both ingests of one generated folder; returns their results by label, with "lines" and
+    "campaigns" (bench_assess.py --with-ingest puts them in its table)."""
     folder = work / "attempts"
     shutil.rmtree(folder, ignore_errors=True)
     lines = write_folder(folder, args.attempts, args.per_campaign, args.repetitions, args.seed)
@@ -274,9 +280,12 @@ def bench_ingest(args: argparse.Namespace, work: Path) -> None:
             f"ingest: same stored tables; bulk path {ratio:.1f}x the per-line validator "
             f"(load average {os.getloadavg()[0]:.1f})"
         )
+    return {**results, "lines": lines, "campaigns": campaigns, "attempts": args.attempts}
 
 
-def bench_import(args: argparse.Namespace, work: Path) -> None:
+def bench_import(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The trace imported by each importer (the last run of each); returns the results by
+    label, with "mb" (the file's size in MB)."""
     trace = work / "trace.json"
     size = write_trace(trace, args.trace_mb)
     mb = size / 1e6
@@ -284,9 +293,11 @@ def bench_import(args: argparse.Namespace, work: Path) -> None:
     if args.compare_import:
         rows.append(("whole-file", {"EXPLAIN_KINETO_WHOLE": "1"}))
     lines: dict[str, Any] = {}
+    results: dict[str, Any] = {"mb": mb}
     for label, env in rows * args.repeat:
         result = _subprocess("--phase", "import", str(trace), env=env)
         assert lines.setdefault(label, result["line"]) == result["line"]
+        results[label] = result
         print(
             f"import kineto ({label}): {mb:,.1f} MB trace in {result['seconds']:.2f} s = "
             f"{mb / result['seconds']:,.1f} MB/s [CPU {result['cpu_seconds']:.2f} s = "
@@ -298,6 +309,7 @@ def bench_import(args: argparse.Namespace, work: Path) -> None:
     if len(lines) == 2:
         assert lines["streaming"] == lines["whole-file"], "the two importers disagree"
         print("import kineto: same measurement line from both importers")
+    return results
 
 
 if __name__ == "__main__":
