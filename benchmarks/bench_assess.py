@@ -234,6 +234,7 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
     The command is started by a small launcher process, not by this one: Linux carries a
     process's peak RSS across exec, so a command started directly by this script (which holds
     the generated data, hundreds of MiB) would report at least this script's peak as its own."""
+    os.sync()  # the files the previous step wrote reach the disk before, not during, this one
     with tempfile.NamedTemporaryFile() as err:
         done = subprocess.run(
             [sys.executable, "-c", _LAUNCHER, err.name, *command],

@@ -126,6 +126,7 @@ def ingest_command(folder: Path, store: Path, env: dict[str, str]) -> dict[str, 
     """Run `explain-pipeline ingest` in its own process: wall and CPU seconds (user + system)
     and its peak RSS in MiB (from wait4); a rejected attempt or any error fails the benchmark."""
     cli = Path(sys.executable).parent / "explain-pipeline"
+    os.sync()  # what the previous step wrote reaches the disk before, not during, this one
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [str(cli), "ingest", str(folder), "--store", str(store)],
@@ -295,6 +296,7 @@ def bench_import(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     lines: dict[str, Any] = {}
     results: dict[str, Any] = {"mb": mb}
     for label, env in rows * args.repeat:
+        os.sync()  # the trace and the ingests' stores on the disk before the import is timed
         result = _subprocess("--phase", "import", str(trace), env=env)
         assert lines.setdefault(label, result["line"]) == result["line"]
         results[label] = result
