@@ -34,6 +34,15 @@ ANY_NUMBER = st.one_of(
 )
 NAMES = st.sampled_from(["a", "b", "", "s\u00e9", "k\\ud800"])
 REGIONS = st.dictionaries(NAMES, ANY_NUMBER, max_size=3)
+
+
+def some_of(fields: dict[str, Any], most: int) -> st.SearchStrategy[dict[str, Any]]:
+    """Up to ``most`` of ``fields`` (name -> strategy of its value), each drawn from its own."""
+    return st.dictionaries(st.sampled_from(sorted(fields)), st.none(), max_size=most).flatmap(
+        lambda keys: st.fixed_dictionaries({k: fields[k] for k in keys})
+    )
+
+
 STAMPS = st.sampled_from(
     ["2026-11-01T12:00:00Z", "2026-11-01T12:00:00", "9999-12-31T23:59:59-01:00", 5]
 )
@@ -77,9 +86,7 @@ def _run(overrides: dict[str, Any], dropped: set[str]) -> dict[str, Any]:
 
 LINES = st.builds(
     _run,
-    st.dictionaries(st.sampled_from(sorted(RUN_FIELDS)), st.none(), max_size=2).flatmap(
-        lambda keys: st.fixed_dictionaries({k: RUN_FIELDS[k] for k in keys})
-    ),
+    some_of(RUN_FIELDS, 2),
     st.sets(st.sampled_from(sorted(BASE_RUN))),
 )
 
@@ -316,9 +323,7 @@ ATTEMPT_FIELDS = {
 
 @settings(max_examples=200, deadline=None)
 @given(
-    overrides=st.dictionaries(
-        st.sampled_from(sorted(ATTEMPT_FIELDS)), st.none(), max_size=3
-    ).flatmap(lambda keys: st.fixed_dictionaries({k: ATTEMPT_FIELDS[k] for k in keys})),
+    overrides=some_of(ATTEMPT_FIELDS, 3),
     style=st.integers(0, 5),
 )
 def test_bulk_accepts_only_attempt_documents_the_precise_validator_accepts(
@@ -373,12 +378,8 @@ CAMPAIGN_FIELDS = {
 
 @settings(max_examples=300, deadline=None)
 @given(
-    overrides=st.dictionaries(
-        st.sampled_from(sorted(CAMPAIGN_FIELDS)), st.none(), max_size=2
-    ).flatmap(lambda keys: st.fixed_dictionaries({k: CAMPAIGN_FIELDS[k] for k in keys})),
-    policy=st.dictionaries(st.sampled_from(sorted(POLICY_FIELDS)), st.none(), max_size=4).flatmap(
-        lambda keys: st.fixed_dictionaries({k: POLICY_FIELDS[k] for k in keys})
-    ),
+    overrides=some_of(CAMPAIGN_FIELDS, 2),
+    policy=some_of(POLICY_FIELDS, 4),
     dropped=st.sets(st.sampled_from(sorted(CAMPAIGN))),
     style=st.integers(0, 5),
 )
