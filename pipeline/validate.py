@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache, cached_property
+from itertools import chain
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public since 2.6, not in typeshed
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -513,6 +514,46 @@ def _plain_recording(doc: _Object) -> bool:
         type(order) is int
         and order in (0, 1)
         and all(type(s) is str and parse_timestamp(s) is not None for s in stamps)
+    )
+
+
+_LINE_FIELDS = frozenset(("side", "repetition", "status", "metric", "breakdown", "counters"))
+
+
+def _named(objects: list[Any]) -> bool:
+    """Dicts whose names are all non-empty strings (one pass over all the names)."""
+    return (
+        all(type(values) is dict for values in objects)
+        and set(map(type, chain.from_iterable(objects))) <= {str}
+        and "" not in set(chain.from_iterable(objects))
+    )
+
+
+def _plain_values(objects: list[Any]) -> bool:
+    """Dicts of non-empty names to finite numbers >= 0."""
+    return _named(objects) and all(
+        map(_plain_number, chain.from_iterable(map(dict.values, objects)))
+    )
+
+
+def plainly_valid_line(line: Mapping[str, Any]) -> bool:
+    """True only for a run line in memory (plain dicts, as an importer builds it: an ok run,
+    steps of regions, counters) that is valid beyond doubt; no JSON text is made. False says
+    nothing: the line then takes the full check."""
+    repetition: Any = line.get("repetition")
+    metric: Any = line.get("metric")
+    breakdown: Any = line.get("breakdown", {})
+    return (
+        line.keys() <= _LINE_FIELDS
+        and line.get("side") in ("baseline", "candidate")
+        and type(repetition) is int
+        and 0 <= repetition <= INT64_MAX
+        and line.get("status") == "ok"
+        and _plain_number(metric)
+        and metric > 0
+        and _named([breakdown])
+        and _plain_values(list(breakdown.values()))
+        and _plain_values([line.get("counters", {})])
     )
 
 

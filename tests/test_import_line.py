@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_validate import ANY_NUMBER, BASE_RUN, RUN_FIELDS
 
-from pipeline.importers import _plainly_valid, check_line
+from pipeline.importers import check_line
 from pipeline.importers.common import ImportFormatError
-from pipeline.validate import check_document, parse_json
+from pipeline.validate import check_document, parse_json, plainly_valid_line
 
 NAMES = st.sampled_from(["a", "b", "", "ü"])
 REGIONS = st.dictionaries(NAMES, ANY_NUMBER, max_size=3)
@@ -39,13 +39,13 @@ def test_in_memory_check_accepts_only_lines_the_full_check_accepts(
     overrides: dict[str, Any], dropped: set[str]
 ) -> None:
     line = {k: v for k, v in {**BASE_RUN, **overrides}.items() if k not in dropped}
-    if _plainly_valid(line):
+    if plainly_valid_line(line):
         assert check_document("measurement", parse_json(json.dumps(line)), fast=False) == []
 
 
 def test_in_memory_check_accepts_a_built_line() -> None:
     line = {**BASE_RUN, "breakdown": {"step-1": {"a": 0.5, "b": 2}}, "counters": {"k": 10**20}}
-    assert _plainly_valid(line)
+    assert plainly_valid_line(line)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cache
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -215,55 +214,12 @@ def _numbers(value: Any, where: str) -> list[tuple[str, float]]:
     return []
 
 
-_LINE_FIELDS = frozenset(("side", "repetition", "status", "metric", "breakdown", "counters"))
-
-
-def _plain_number(value: Any) -> bool:
-    kind = type(value)
-    return (kind is float or kind is int) and 0 <= value <= sys.float_info.max
-
-
-def _named(objects: list[Any]) -> bool:
-    """Objects whose names are all non-empty strings (one pass over all the names)."""
-    return (
-        all(type(values) is dict for values in objects)
-        and set(map(type, chain.from_iterable(objects))) <= {str}
-        and "" not in set(chain.from_iterable(objects))
-    )
-
-
-def _plain_values(objects: list[Any]) -> bool:
-    """Objects of non-empty names to finite numbers >= 0."""
-    return _named(objects) and all(
-        map(_plain_number, chain.from_iterable(map(dict.values, objects)))
-    )
-
-
-def _plainly_valid(line: Mapping[str, Any]) -> bool:
-    """True only for a line valid beyond doubt, checked in memory: the kind of line
-    :func:`build_line` writes (an ok run, steps of regions, counters). False says nothing."""
-    repetition: Any = line.get("repetition")
-    metric: Any = line.get("metric")
-    breakdown: Any = line.get("breakdown", {})
-    return (
-        line.keys() <= _LINE_FIELDS
-        and line.get("side") in ("baseline", "candidate")
-        and type(repetition) is int
-        and 0 <= repetition < 2**63
-        and line.get("status") == "ok"
-        and _plain_number(metric)
-        and metric > 0
-        and _named([breakdown])
-        and _plain_values(list(breakdown.values()))
-        and _plain_values([line.get("counters", {})])
-    )
-
-
 def check_line(line: Mapping[str, Any]) -> None:
     """The project's own measurement contract: the JSON Schema, and every number finite."""
-    if _plainly_valid(line):  # certainly valid: no JSON text, no jsonschema
+    from pipeline.validate import parse_json, plainly_valid_line, plainly_valid_run  # numpy
+
+    if plainly_valid_line(line):  # certainly valid: no JSON text, no jsonschema
         return
-    from pipeline.validate import parse_json, plainly_valid_run  # numpy: not for --help
 
     if plainly_valid_run(parse_json(json.dumps(line))):  # certainly valid: skip jsonschema
         return
