@@ -304,7 +304,6 @@ def _strict_integer(_checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-
 _TYPE_NAMES = {
     "object": "an object",
     "array": "an array",
