@@ -50,7 +50,7 @@ import polars as pl
 
 from pipeline.contracts import table
 from pipeline.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ingest import same_stores  # noqa: E402 - beside this file
@@ -163,7 +163,7 @@ def generate(path: Path, attempts: int, per_campaign: int, reps: int, seed: int)
 
 def stored_folders(root: Path, campaigns: int, per_campaign: int, reps: int, seed: int) -> None:
     """Stored-attempt folders (contract §2) of the same model: ``campaigns`` x ``per_campaign``."""
-    from pipeline.stored import write_attempt, write_campaign
+    from pipeline.study.stored import write_attempt, write_campaign
 
     rng = np.random.default_rng(seed)
     metric = {"name": "e2e_seconds", "better": "lower"}
@@ -435,7 +435,7 @@ def kernel(quantities: int, pairs: int) -> tuple[float, float]:
     depend on them), in a fresh process: the part of `assess --all` no store format changes."""
     script = (
         "import sys, time, numpy as np\n"
-        "from pipeline.bootstrap import paired_intervals\n"
+        "from pipeline.assess.bootstrap import paired_intervals\n"
         f"x = np.random.default_rng(0).normal(0, 0.05, size=({pairs}, {quantities}))\n"
         "paired_intervals(x[:, :64], resamples=10_000, seed=1, confidence=0.95)\n"
         "t, c = time.perf_counter(), time.process_time()\n"

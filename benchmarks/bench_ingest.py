@@ -170,7 +170,7 @@ def _subprocess(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]
 
 
 def same_stores(a: Path, b: Path) -> None:
-    from pipeline.store import Store
+    from pipeline.store.tables import Store
 
     for name in TABLES:
         left, right = Store(a).read(name), Store(b).read(name)

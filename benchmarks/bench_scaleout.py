@@ -62,9 +62,9 @@ class TimedEngine:
 
 # -- phases, each in its own subprocess ------------------------------------------------------------
 def _timed(command: str, paths: list[str]) -> dict[str, Any]:
-    from pipeline.assess import assess
-    from pipeline.ingest import ingest
-    from pipeline.store import Store
+    from pipeline.assess.campaigns import assess
+    from pipeline.ingest.attempts import ingest
+    from pipeline.store.tables import Store
 
     engine = TimedEngine()
     t0 = time.perf_counter()
@@ -90,10 +90,10 @@ def _ray(command: str, paths: list[str], cpus: int) -> dict[str, Any]:
 
     import ray
 
-    from pipeline.assess import assess
+    from pipeline.assess.campaigns import assess
     from pipeline.engines import open_engine
-    from pipeline.ingest import ingest
-    from pipeline.store import Store
+    from pipeline.ingest.attempts import ingest
+    from pipeline.store.tables import Store
 
     t0 = time.perf_counter()
     ray.init(address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.ERROR)
@@ -138,7 +138,7 @@ def _ingest_folder(work: Path, campaigns: int, per_campaign: int, seed: int) -> 
     """``campaigns`` copies of bench_assess's stored campaign, each under its own id."""
     from bench_assess import stored_folders
 
-    from pipeline.stored import write_campaign
+    from pipeline.study.stored import write_campaign
 
     one, root = work / "one", work / "attempts"
     stored_folders(one, 1, per_campaign, 10, seed)
@@ -227,7 +227,7 @@ def main() -> None:
         got = _timed(command, paths) if mode == "timed" else _ray(command, paths, int(mode[3:]))
         print(json.dumps(got))
         return
-    from pipeline.assess import DEFAULT_BATCH
+    from pipeline.assess.campaigns import DEFAULT_BATCH
 
     work = Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
     try:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.study.stored import write_attempt, write_campaign
 
 SEED = 20261101
 OUT = Path(__file__).resolve().parent / "attempts"

@@ -60,12 +60,12 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """Keeps ``pipeline.ingest``, ``.assess`` and ``.query`` bound to the API functions.
+    """Keeps ``pipeline.ingest`` and ``pipeline.assess`` bound to the API functions.
 
-    Python binds every submodule it loads as an attribute of its package, so loading the module
-    ``pipeline/ingest.py`` would otherwise replace the function ``pipeline.ingest``, and what
-    ``from pipeline import ingest`` returns would depend on what was imported before. Submodules
-    stay reachable as always through ``from pipeline.ingest import ...`` (``sys.modules``).
+    Python binds every submodule it loads as an attribute of its package, so loading the package
+    ``pipeline/ingest/`` would otherwise replace the function ``pipeline.ingest``, and what
+    ``from pipeline import ingest`` returns would depend on what was imported before. Subpackages
+    stay reachable as always through ``from pipeline.ingest.attempts import ...`` (``sys.modules``).
     """
 
     def __setattr__(self, name: str, value: Any) -> None:

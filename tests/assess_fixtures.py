@@ -11,10 +11,10 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.assess.quantities import Inputs
 from pipeline.contracts import table
 from pipeline.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
-from pipeline.quantities import Inputs
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
 

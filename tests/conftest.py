@@ -1,4 +1,4 @@
-"""Shared test helpers: small stored-attempt campaigns written with pipeline/stored.py."""
+"""Shared test helpers: small stored-attempt campaigns written with pipeline/study/stored.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.study.stored import write_attempt, write_campaign
 
 MECHANISM: dict[str, Any] = {
     "hypothesis": "fewer launches in attention",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.study.stored import write_attempt, write_campaign
 
 CAMPAIGN = "edges"
 POLICY = {"decision": "paired", "min_improvement_pct": 1.0, "resamples": 200, "min_pairs": 5}

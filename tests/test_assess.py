@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
 
-from pipeline import intervals
-from pipeline.assess import assess
+from pipeline.assess import intervals
+from pipeline.assess.campaigns import assess
 from pipeline.errors import ExitCode, UsageError
-from pipeline.ingest import ingest
-from pipeline.store import Store
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt, write_campaign
 
 RESAMPLES = 500
 EXPS = [

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.bootstrap import Intervals, linear_quantiles, paired_intervals, resample_counts
+from pipeline.assess.bootstrap import Intervals, linear_quantiles, paired_intervals, resample_counts
 
 
 def reference_quantile(values: list[float], p: float) -> float:

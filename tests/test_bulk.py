@@ -16,15 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import bulk
-from pipeline.ingest import ingest
-from pipeline.store import Store
-from pipeline.validate import (
+from pipeline.ingest import bulk
+from pipeline.ingest.attempts import ingest
+from pipeline.ingest.validate import (
     AttemptFiles,
     parse_timestamp,
     validate_document,
     validate_measurements,
 )
+from pipeline.store.tables import Store
 
 M = Path("a/c1/r1/measurements.jsonl")
 ANY_NUMBER = st.one_of(
@@ -408,8 +408,8 @@ def test_a_valid_campaign_is_ingested_without_loading_jsonschema(tmp_path: Path)
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from pipeline.ingest import ingest\n"
-        "from pipeline.store import Store\n"
+        "from pipeline.ingest.attempts import ingest\n"
+        "from pipeline.store.tables import Store\n"
         f"report = ingest(Path({str(tmp_path / 'in')!r}), Store(Path({str(tmp_path / 's')!r})))\n"
         "print(report.issues == [], report.summary()['ingested'].to_list(),"
         " 'jsonschema' in sys.modules)\n"

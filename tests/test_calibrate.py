@@ -12,11 +12,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.assess import assess
-from pipeline.calibrate import Calibration, calibrate, count_rules, metric_log_ratios, render
+from pipeline.assess.campaigns import assess
 from pipeline.cli import main
-from pipeline.ingest import ingest
-from pipeline.simulate import (
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
+from pipeline.study.calibrate import Calibration, calibrate, count_rules, metric_log_ratios, render
+from pipeline.study.simulate import (
     Model,
     Scenario,
     campaign_generator,
@@ -25,7 +26,6 @@ from pipeline.simulate import (
     simulate,
     write_simulated_campaign,
 )
-from pipeline.store import Store
 
 FAST = Model(resamples=1000)
 REPO = Path(__file__).resolve().parent.parent
@@ -145,7 +145,7 @@ def test_coverage_by_bootstrap_equals_assess_where_both_exist(tmp_path: Path) ->
     assessments = assess(store, write=False).assessments.sort("attempt_id")
     x = metric_log_ratios(store.read("samples"))
     assert x.shape == (5, 40)
-    from pipeline.bootstrap import paired_intervals
+    from pipeline.assess.bootstrap import paired_intervals
 
     intervals = paired_intervals(x, resamples=400, seed=0, confidence=0.95)
     np.testing.assert_allclose(intervals.low, assessments["paired_low"].to_numpy(), rtol=1e-12)

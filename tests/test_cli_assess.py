@@ -13,7 +13,7 @@ from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write
 
 from pipeline.cli import main
 from pipeline.contracts import table
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 EXPS = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]
 
@@ -175,8 +175,8 @@ def test_example_data_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_named_queries_over_the_output_tables(store: Path) -> None:
-    from pipeline.assess import assess
-    from pipeline.query import load_named_queries, run_sql
+    from pipeline.assess.campaigns import assess
+    from pipeline.store.query import load_named_queries, run_sql
 
     s = Store(store)
     unexplained = Attempt("c", "r3", 3, _attempts("c")[0].runs)  # r1's gain, no mechanism

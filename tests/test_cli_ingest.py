@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.ingest import ingest
-from pipeline.store import Store
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 

@@ -16,7 +16,7 @@ from edge_campaign import CAMPAIGN, write_edge_campaign
 from test_report import figures
 
 from pipeline.cli import main
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 SIDES = ("baseline", "candidate")
 

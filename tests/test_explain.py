@@ -7,8 +7,8 @@ from typing import Any
 import polars as pl
 import pytest
 
+from pipeline.assess.explain import explanations, outcomes
 from pipeline.contracts import table
-from pipeline.explain import explanations, outcomes
 
 A = {"campaign_id": "c", "attempt_id": "a"}
 

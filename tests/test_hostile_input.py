@@ -14,10 +14,10 @@ from conftest import example_attempt, write_example_campaign
 
 from pipeline.cli import main
 from pipeline.errors import UsageError
-from pipeline.ingest import IngestReport, ingest
+from pipeline.ingest.attempts import IngestReport, ingest
 from pipeline.policy import policy_sha256
-from pipeline.store import Store
-from pipeline.stored import write_attempt
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 FIFO = "{}: is not a regular file (a FIFO) [not_a_file]"
@@ -270,7 +270,7 @@ def test_absurd_policy_value_rejects_the_campaign(
     ],
 )
 def test_what_if_has_the_same_bounds_as_the_schema(what_if: dict[str, str], message: str) -> None:
-    from pipeline.assess import overrides
+    from pipeline.assess.campaigns import overrides
 
     with pytest.raises(UsageError) as info:
         overrides(what_if)

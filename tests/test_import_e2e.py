@@ -13,12 +13,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
 from pipeline.errors import ExitCode
 from pipeline.importers import import_line
-from pipeline.ingest import ingest
-from pipeline.store import Store
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt, write_campaign
 
 TRACES = Path(__file__).parent / "fixtures" / "import" / "kineto" / "campaign"
 REPETITIONS = 5

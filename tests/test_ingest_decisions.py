@@ -10,9 +10,9 @@ import pytest
 from conftest import example_attempt, write_example_campaign
 
 from pipeline.cli import main
-from pipeline.ingest import IngestReport, ingest
-from pipeline.store import Store
-from pipeline.stored import write_attempt
+from pipeline.ingest.attempts import IngestReport, ingest
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt
 
 
 def outcomes(report: IngestReport) -> dict[str, str]:

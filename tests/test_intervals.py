@@ -16,11 +16,11 @@ from scipy import stats
 from test_assess import campaigns_and_attempts
 from test_bootstrap import reference_quantile
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
+from pipeline.assess.intervals import expanded_probability, method_intervals, student_t_bounds
 from pipeline.errors import UsageError
-from pipeline.intervals import expanded_probability, method_intervals, student_t_bounds
 from pipeline.policy import canonical_policy, policy_sha256
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from pipeline.policy import canonical_policy, policy_sha256
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.study.stored import write_attempt, write_campaign
 
 
 def test_canonical_policy_is_the_defaults_filled_sorted_compact_form() -> None:

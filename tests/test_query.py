@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from pipeline.errors import UsageError
-from pipeline.ingest import ingest
-from pipeline.query import load_named_queries, open_store, render, run_sql, write_result
-from pipeline.store import Store
+from pipeline.ingest.attempts import ingest
+from pipeline.store.query import load_named_queries, open_store, render, run_sql, write_result
+from pipeline.store.tables import Store
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "attempts"
 

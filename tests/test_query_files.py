@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import write_example_campaign
 
-from pipeline.assess import assess
-from pipeline.ingest import ingest
-from pipeline.store import Store
+from pipeline.assess.campaigns import assess
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 REFUSED = (

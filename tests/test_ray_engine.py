@@ -25,11 +25,11 @@ import polars as pl
 import pytest
 import ray
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
 from pipeline.cli import main
 from pipeline.engines import open_engine
-from pipeline.store import Store
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt, write_campaign
 
 MECHANISM = {
     "hypothesis": "fusing saves launches",

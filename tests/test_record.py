@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
 from pipeline.cli import main
-from pipeline.ingest import ingest
+from pipeline.ingest.attempts import ingest
 from pipeline.record.order import SIDES, schedule
 from pipeline.record.runner import run_environment
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 WORKLOAD = Path(__file__).with_name("record_workload.py")
@@ -380,7 +380,7 @@ def test_campaign_subcommands_have_examples(
 
 # -- the quick start's example ----------------------------------------------------------------
 def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
-    from pipeline.validate import check_document, validate_document
+    from pipeline.ingest.validate import check_document, validate_document
 
     data = Path(__file__).resolve().parent.parent / "data"
     target = tmp_path / "m.json"

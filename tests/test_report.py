@@ -18,11 +18,11 @@ import plotly.offline
 import polars as pl
 import pytest
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
 from pipeline.cli import main
 from pipeline.contracts import table
 from pipeline.errors import ExitCode
-from pipeline.ingest import ingest
+from pipeline.ingest.attempts import ingest
 from pipeline.report import (
     IndexResult,
     load_campaign,
@@ -31,8 +31,8 @@ from pipeline.report import (
     write_all,
     write_report,
 )
-from pipeline.store import Store
-from pipeline.stored import write_attempt
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt
 
 XSS_HYPOTHESIS = 'Fusing saves launches <script>alert(1)</script> & "quotes" <b>bold</b>'
 XSS_REGION = "<img src=x onerror=alert(2)>"
@@ -522,7 +522,8 @@ def test_what_if_verdicts_are_labelled_and_do_not_replace_the_frozen_ones(
         )
         return types.SimpleNamespace(assessments=changed)
 
-    monkeypatch.setitem(sys.modules, "pipeline.assess", types.SimpleNamespace(assess=fake_assess))
+    fake = types.SimpleNamespace(assess=fake_assess)
+    monkeypatch.setitem(sys.modules, "pipeline.assess.campaigns", fake)
     page = render_campaign(load_campaign(store, GOOD, what_if={"decision": "paired"}))
     assert calls == [{"ids": [GOOD], "what_if": {"decision": "paired"}, "write": False}]
     section = page[page.index('<section id="what-if">') :]

@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 from assess_fixtures import Attempt, campaign, expect, run, write_store
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
 from pipeline.report import load_campaign, render_campaign
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 FIGURE = re.compile(r'<script type="application/json" data-plot="([^"]+)">(.*?)</script>', re.S)
 

@@ -11,9 +11,9 @@ from conftest import example_attempt, write_example_campaign
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest import ingest
-from pipeline.store import Store
-from pipeline.stored import write_attempt
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
+from pipeline.study.stored import write_attempt
 
 names = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12

@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.contracts import document_schema
-from pipeline.simulate import REGIONS, Model, campaign_generator, draw_runs, simulate
-from pipeline.store import Store
+from pipeline.store.tables import Store
+from pipeline.study.simulate import REGIONS, Model, campaign_generator, draw_runs, simulate
 
 MODEL_SHARES = {"attention": 0.10, "mlp": 0.50, "sampling": 0.25, "comm": 0.15}
 
@@ -207,7 +207,7 @@ def test_end_to_end_gain_is_about_one_point_two_percent(draws: dict[str, np.ndar
 
 
 def test_simulated_campaigns_pass_ingest_without_integrity_errors(tmp_path: Path) -> None:
-    from pipeline.ingest import ingest
+    from pipeline.ingest.attempts import ingest
 
     simulate(tmp_path / "attempts", repetitions=(3, 5), attempts=3, seed=1)
     store = Store(tmp_path / "store")
@@ -289,7 +289,7 @@ def test_recorded_order_goes_through_ingest(tmp_path: Path) -> None:
     assert sorted({line["order"] for line in lines}) == [0, 1]
     attempt = json.loads((tmp_path / "in" / "aa-r05" / "r001" / "attempt.json").read_bytes())
     assert attempt["order_seed"] == 1
-    from pipeline.ingest import ingest
+    from pipeline.ingest.attempts import ingest
 
     store = Store(tmp_path / "store")
     assert ingest(tmp_path / "in", store).exit_code == 0

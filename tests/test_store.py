@@ -13,10 +13,10 @@ import pyarrow.dataset as ds
 import pytest
 from conftest import MECHANISM, example_runs, write_example_campaign
 
-import pipeline.store
+import pipeline.store.tables
 from pipeline.errors import StoreError
-from pipeline.ingest import ingest
-from pipeline.store import Store
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, bytes]]:
@@ -159,7 +159,7 @@ def test_crash_after_the_journal_commit_is_rolled_forward(
             raise KeyboardInterrupt
         real_replace(src, dst)
 
-    monkeypatch.setattr(pipeline.store.os, "replace", crashing_replace)
+    monkeypatch.setattr(pipeline.store.tables.os, "replace", crashing_replace)
     with pytest.raises(KeyboardInterrupt):
         ingest(attempts_dir, store)
     monkeypatch.undo()

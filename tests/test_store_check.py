@@ -14,9 +14,9 @@ import polars as pl
 import pyarrow.dataset as ds
 import pytest
 
-import pipeline.store
+import pipeline.store.tables
 from pipeline.contracts import table
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 
@@ -76,7 +76,7 @@ def test_an_interrupted_commit_is_reported_and_finished_by_store_repair(
             raise KeyboardInterrupt
         real_replace(src, dst)
 
-    monkeypatch.setattr(pipeline.store.os, "replace", crashing_replace)
+    monkeypatch.setattr(pipeline.store.tables.os, "replace", crashing_replace)
     with pytest.raises(KeyboardInterrupt), store.transaction() as txn:
         txn.put("attempts", "c1", _attempts("new"))
         txn.put("samples", "c1", _samples("new", 2.0))

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 from conftest import write_example_campaign
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
 from pipeline.contracts import table
-from pipeline.ingest import ingest
-from pipeline.store import Store
+from pipeline.ingest.attempts import ingest
+from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 HINT = "see docs/store.md#damaged-files"

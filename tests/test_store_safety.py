@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.errors import StoreError
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 

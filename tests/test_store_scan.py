@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.contracts import table
 from pipeline.errors import StoreError
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 
 def _samples(attempt: str, metric: float) -> pl.DataFrame:

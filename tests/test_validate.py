@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.validate import (
+from pipeline.ingest.validate import (
     AttemptFiles,
     Issue,
     check_directory_id,

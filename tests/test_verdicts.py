@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.verdicts import median_facts, verdicts
+from pipeline.assess.verdicts import median_facts, verdicts
 
 SCHEMA = {
     "campaign_id": pl.String, "attempt_id": pl.String, "round": pl.Int64, "status": pl.String,

@@ -18,7 +18,7 @@ from pipeline.formatting import SUMMARY, TEXT, fmt_number, fmt_paired
 if TYPE_CHECKING:  # Polars and the library load when the command runs, not for --help
     import polars as pl
 
-    from pipeline.assess import AssessResult
+    from pipeline.assess.campaigns import AssessResult
 
 _COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", "direction",
                       "status", "reason", "method"]  # fmt: skip
@@ -101,8 +101,8 @@ def assess_command(
     # batch they added ~1 MiB per 1,000 attempts' columns to the peak (100,000 attempts:
     # peak RSS over 1 GiB); no CPU cost measured.
     load_polars("muzzy_decay_ms:0")
-    from pipeline.assess import assess, parse_what_if
-    from pipeline.store import Store
+    from pipeline.assess.campaigns import assess, parse_what_if
+    from pipeline.store.tables import Store
 
     overrides = parse_what_if(what_if) or None
     wanted = None if all_campaigns else [campaign_id or ""]
@@ -125,7 +125,7 @@ def assess_command(
 
 def _gate(result: AssessResult, campaign_id: str, attempt_id: str | None) -> int:
     """One line on stderr; exit 0 when the gated attempt's final verdict is PASS, else 5."""
-    from pipeline.assess import gated_attempt
+    from pipeline.assess.campaigns import gated_attempt
 
     row = gated_attempt(result.assessments, campaign_id, attempt_id)
     verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
@@ -276,7 +276,7 @@ def _readable(frame: pl.DataFrame, digests: bool) -> pl.DataFrame:
 def _nested(result: AssessResult, digests: bool) -> pl.DataFrame:
     import polars as pl
 
-    from pipeline.quantities import ATTEMPT
+    from pipeline.assess.quantities import ATTEMPT
 
     comps = result.comparisons.group_by(ATTEMPT).agg(
         pl.struct(_COMPARISON_FIELDS).alias("comparisons")

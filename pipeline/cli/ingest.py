@@ -13,7 +13,7 @@ from pipeline.engines import open_engine
 from pipeline.errors import ExitCode
 
 if TYPE_CHECKING:
-    from pipeline.ingest import IngestReport
+    from pipeline.ingest.attempts import IngestReport
 
 
 @command("ingest")
@@ -35,8 +35,10 @@ def ingest_command(
       explain-pipeline ingest data/attempts/llama-decode-2026-11
       explain-pipeline ingest /shared/attempts --store /shared/store --engine ray
     """
-    from pipeline.ingest import ingest  # the libraries load when a command runs, not for --help
-    from pipeline.store import Store
+    from pipeline.ingest.attempts import (
+        ingest,  # the libraries load when a command runs, not for --help
+    )
+    from pipeline.store.tables import Store
 
     store = Store.open(store_path)
     with open_engine(engine, ray_address) as runner:
@@ -53,8 +55,8 @@ def format_summary(report: IngestReport) -> str:
     """A plain-text table: one line per campaign, then the totals."""
     import polars as pl
 
-    from pipeline.ingest import OUTCOMES
-    from pipeline.validate import printable
+    from pipeline.ingest.attempts import OUTCOMES
+    from pipeline.ingest.validate import printable
 
     summary = report.summary()
     totals = summary.select(pl.col(OUTCOMES).sum())

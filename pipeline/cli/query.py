@@ -8,7 +8,7 @@ import click
 
 from pipeline.cli.common import command, format_option, output_option, store_option, write_output
 from pipeline.errors import ExitCode, UsageError
-from pipeline.query import FORMATS, load_named_queries
+from pipeline.store.query import FORMATS, load_named_queries
 
 
 @command("query")
@@ -55,8 +55,8 @@ def query_command(
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet needs -o FILE (or -o - for stdout: Parquet is binary)")
     text = sql if sql is not None else _named(name or "")
-    from pipeline.query import open_store, render, run_sql
-    from pipeline.store import resolve_store_path
+    from pipeline.store.query import open_store, render, run_sql
+    from pipeline.store.tables import resolve_store_path
 
     frame = run_sql(open_store(resolve_store_path(store_path)), text, allow_files=allow_files)
     if fmt == "parquet":

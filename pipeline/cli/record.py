@@ -156,7 +156,7 @@ def final_command(folder: Path, store_path: str | None) -> int:
       explain-pipeline campaign final attempts/matmul --store .explain-store
     """
     from pipeline.record.campaign import final_campaign
-    from pipeline.store import Store
+    from pipeline.store.tables import Store
 
     final = final_campaign(folder, Store.open(store_path))
     click.echo(render_final(final), nl=False)

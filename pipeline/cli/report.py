@@ -68,8 +68,8 @@ def report(
         raise UsageError("-o -: only one campaign's page goes to stdout; give a folder with --all")
     if shared_plotly and not all_campaigns:
         raise UsageError("--shared-plotly needs --all (a single page carries plotly.js itself)")
-    from pipeline.assess import overrides, parse_what_if
-    from pipeline.store import Store
+    from pipeline.assess.campaigns import overrides, parse_what_if
+    from pipeline.store.tables import Store
 
     store = Store.open_existing(store_path)
     changes = parse_what_if(what_if) or None

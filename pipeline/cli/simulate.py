@@ -11,7 +11,7 @@ import click
 
 from pipeline.cli.common import command, format_option
 from pipeline.errors import ExitCode, UsageError
-from pipeline.simulate import Model
+from pipeline.study.simulate import Model
 
 _MODEL_HELP: dict[str, str] = {
     "steps": "Steps per run (decode-0 .. decode-N-1).",
@@ -89,7 +89,7 @@ def _old_seed(_ctx: Any, _param: Any, value: int | None) -> None:
 
 
 def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
-    from pipeline.simulate import NOISES
+    from pipeline.study.simulate import NOISES
 
     names = tuple(part.strip() for part in value.split(","))
     if any(n not in NOISES for n in names) or len(set(names)) != len(names):
@@ -179,7 +179,7 @@ def simulate_command(
           --data-seed 1
       explain-pipeline ingest /tmp/sim && explain-pipeline assess --all
     """
-    from pipeline.simulate import SCENARIOS, Noise, Order, Scenario, simulate
+    from pipeline.study.simulate import SCENARIOS, Noise, Order, Scenario, simulate
 
     scenarios = SCENARIOS if scenario == "both" else (cast(Scenario, scenario),)
     written = simulate(
@@ -244,8 +244,8 @@ def calibrate_command(
       explain-pipeline calibrate --attempts 200 --resamples 2000 --format csv
       explain-pipeline calibrate --noise lognormal --position-effect-pct 3
     """
-    from pipeline.calibrate import calibrate, render
-    from pipeline.simulate import Noise
+    from pipeline.study.calibrate import calibrate, render
+    from pipeline.study.simulate import Noise
 
     result = calibrate(
         attempts=attempts,

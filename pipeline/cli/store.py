@@ -39,7 +39,7 @@ def check_command(store_path: str | None) -> int:
       explain-pipeline store check --store .explain-store
       explain-pipeline store check || explain-pipeline store repair
     """
-    from pipeline.store import Store  # imported here: --help loads no heavy library
+    from pipeline.store.tables import Store  # imported here: --help loads no heavy library
 
     store = Store.open_existing(store_path, recover=False)
     with store.shared_lock():
@@ -65,7 +65,7 @@ def repair_command(store_path: str | None) -> int:
     Example:
       explain-pipeline store repair --store .explain-store
     """
-    from pipeline.store import Store
+    from pipeline.store.tables import Store
 
     store = Store.open_existing(store_path, recover=False)
     repaired = store.repair()

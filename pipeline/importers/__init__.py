@@ -216,7 +216,7 @@ def _numbers(value: Any, where: str) -> list[tuple[str, float]]:
 
 def check_line(line: Mapping[str, Any]) -> None:
     """The project's own measurement contract: the JSON Schema, and every number finite."""
-    from pipeline.validate import parse_json, plainly_valid_line, plainly_valid_run  # numpy
+    from pipeline.ingest.validate import parse_json, plainly_valid_line, plainly_valid_run  # numpy
 
     if plainly_valid_line(line):  # certainly valid: no JSON text, no jsonschema
         return

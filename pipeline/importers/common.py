@@ -11,7 +11,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from pipeline.errors import ExitCode, ExplainError
-from pipeline.files import GiB, InputFileError, read_regular
+from pipeline.ingest.files import GiB, InputFileError, read_regular
 
 MAX_INPUT_BYTES = 2 * GiB
 """Largest profiler export read whole (a text table or a compressed trace)."""

@@ -9,16 +9,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import UsageError
+from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
 from pipeline.record.files import create_atomic, dump_json
 from pipeline.record.rounds import RoundRequest, RoundResult, record_round
 from pipeline.record.runner import TraceOptions, now, timestamp
-from pipeline.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 
 if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
-    from pipeline.assess import AssessResult
-    from pipeline.ingest import IngestReport
-    from pipeline.store import Store
+    from pipeline.assess.campaigns import AssessResult
+    from pipeline.ingest.attempts import IngestReport
+    from pipeline.store.tables import Store
 
 
 def frozen_message(path: Path) -> str:
@@ -74,8 +74,8 @@ class FinalResult:
 
 def final_campaign(folder: Path, store: Store) -> FinalResult:
     """Ingest the campaign folder into ``store`` and assess that campaign."""
-    from pipeline.assess import assess
-    from pipeline.ingest import ingest
+    from pipeline.assess.campaigns import assess
+    from pipeline.ingest.attempts import ingest
     from pipeline.record.rounds import load_campaign
 
     load_campaign(folder)
@@ -114,7 +114,7 @@ def ab(
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
     candidate, then its assessment."""
-    from pipeline.store import Store
+    from pipeline.store.tables import Store
 
     with contextlib.ExitStack() as stack:
         if keep is None:

@@ -30,6 +30,15 @@ from tqdm import tqdm
 
 from pipeline import __version__
 from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.ingest.validate import (
+    ATTEMPT_FILE,
+    MEASUREMENTS_FILE,
+    MECHANISM_FILE,
+    Document,
+    valid_id,
+    validate_campaign,
+    validate_document,
+)
 from pipeline.record import environment
 from pipeline.record.files import dump_json, dump_lines, write_atomic
 from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
@@ -42,15 +51,6 @@ from pipeline.record.runner import (
     now,
     split_command,
     timestamp,
-)
-from pipeline.validate import (
-    ATTEMPT_FILE,
-    MEASUREMENTS_FILE,
-    MECHANISM_FILE,
-    Document,
-    valid_id,
-    validate_campaign,
-    validate_document,
 )
 
 RECORDER = f"explain-pipeline {__version__}"

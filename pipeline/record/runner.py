@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.errors import ExplainError, UsageError
+from pipeline.ingest.validate import check_document, field_name, parse_json
 from pipeline.record.order import SIDES, Side
-from pipeline.validate import check_document, field_name, parse_json
 
 RECORDER_VARIABLES = (
     "EXPLAIN_SIDE",

@@ -11,8 +11,8 @@ import polars as pl
 
 from pipeline.contracts import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
-from pipeline.staleness import staleness
-from pipeline.store import Store, known_campaigns
+from pipeline.store.staleness import staleness
+from pipeline.store.tables import Store, known_campaigns
 
 # Columns of the verdict table: the `assessments` columns (bookkeeping digests left out).
 VERDICT_COLUMNS = tuple(
@@ -154,6 +154,6 @@ def load_campaign(
 
 def what_if_assessments(store: Store, campaign_id: str, what_if: Mapping[str, str]) -> pl.DataFrame:
     """Verdicts under the overridden policy, computed by the assess engine and never stored."""
-    from pipeline.assess import assess  # imported here: a plain report needs no engine
+    from pipeline.assess.campaigns import assess  # imported here: a plain report needs no engine
 
     return assess(store, [campaign_id], what_if=what_if, write=False).assessments

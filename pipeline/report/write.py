@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline.errors import UsageError
 from pipeline.report.data import NotAssessedError, load_campaign
 from pipeline.report.pages import IndexEntry, render_campaign, render_index
-from pipeline.store import Store
+from pipeline.store.tables import Store
 
 SHARED_PLOTLY = "plotly-{version}.min.js"
 """With ``shared_plotly``: the one plotly.js file beside the pages (named by plotly's version, so

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import UsageError
-from pipeline.stored import write_attempt, write_campaign
+from pipeline.study.stored import write_attempt, write_campaign
 
 if TYPE_CHECKING:  # imported where used: the command line builds its options from Model
     import numpy as np
@@ -431,7 +431,7 @@ def campaign_tables(
 
     from pipeline.contracts import table
     from pipeline.policy import canonical_policy, policy_sha256, with_defaults
-    from pipeline.stored import campaign_bytes, mechanism_bytes
+    from pipeline.study.stored import campaign_bytes, mechanism_bytes
 
     cid = campaign_id(scenario, repetitions, noise)
     rng = campaign_generator(seed, scenario, repetitions, noise)

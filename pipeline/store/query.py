@@ -27,7 +27,7 @@ from pipeline.errors import StoreError, UsageError
 if TYPE_CHECKING:  # imported where used: the command line reads FORMATS for its --help
     import polars as pl
 
-    from pipeline.store import Store
+    from pipeline.store.tables import Store
 
 OutputFormat = Literal["table", "csv", "json", "parquet"]
 FORMATS: tuple[OutputFormat, ...] = ("table", "csv", "json", "parquet")
@@ -112,7 +112,7 @@ def _parse_block(path: Path, start: int, block: list[str]) -> tuple[NamedQuery, 
 
 # -- running SQL ---------------------------------------------------------------------------
 def open_store(path: Path) -> Store:
-    from pipeline.store import Store
+    from pipeline.store.tables import Store
 
     return Store.open_existing(path)
 

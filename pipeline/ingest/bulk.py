@@ -2,11 +2,12 @@
 measurement lines of many attempts at once as columns, then build the store rows from the columns.
 
 This is the fast path of ingest. It accepts an attempt only when every file certainly satisfies
-``schemas/*.schema.json`` and every rule of :mod:`pipeline.validate` (a property test holds it to
-that); any attempt it does not accept goes to :func:`pipeline.validate.validate_attempt`, the
-precise per-line validator, which either accepts it too (e.g. a key written as ``"a" : 1``, which
-the fast key count does not trust) or names every error with file, line, field and reason code.
-So the errors and the stored rows are those of the precise path; only their cost changes.
+``schemas/*.schema.json`` and every rule of :mod:`pipeline.ingest.validate` (a property test holds
+it to that); any attempt it does not accept goes to
+:func:`pipeline.ingest.validate.validate_attempt`, the precise per-line validator, which either
+accepts it too (e.g. a key written as ``"a" : 1``, which the fast key count does not trust) or names
+every error with file, line, field and reason code. So the errors and the stored rows are those of
+the precise path; only their cost changes.
 
 The usual file, whose lines all have the keys of its first line, is read first by a columnar
 reader (Arrow's JSON reader with that line's schema; see "the columnar reader" below), without a
@@ -43,7 +44,7 @@ import pyarrow.json as pj
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from pipeline.contracts import table
-from pipeline.validate import (
+from pipeline.ingest.validate import (
     ATTEMPT_FILE,
     INT64_MAX,
     MECHANISM_FILE,

@@ -8,7 +8,7 @@ digest and its campaign.json are as stored; when nothing of a campaign changed, 
 written. Attempts that are in the store but no longer on disk are kept: deleting a folder is not a
 way to drop a measured round (a new store is). A rejected attempt leaves what the store holds for
 it untouched. The ``integrity`` partition of every written campaign is recomputed from the stored
-evidence (pipeline.integrity).
+evidence (pipeline.store.integrity).
 """
 
 from __future__ import annotations
@@ -28,14 +28,11 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from pipeline import bulk
 from pipeline.contracts import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
-from pipeline.integrity import integrity_errors
-from pipeline.policy import POLICY_FIELDS, canonical_policy, with_defaults
-from pipeline.store import Store, Transaction
-from pipeline.validate import (
+from pipeline.ingest import bulk
+from pipeline.ingest.validate import (
     CAMPAIGN_FILE,
     MEASUREMENTS_FILE,
     MECHANISM_FILE,
@@ -48,6 +45,9 @@ from pipeline.validate import (
     validate_attempt,
     validate_campaign,
 )
+from pipeline.policy import POLICY_FIELDS, canonical_policy, with_defaults
+from pipeline.store.integrity import integrity_errors
+from pipeline.store.tables import Store, Transaction
 
 Outcome = Literal["ingested", "replaced", "unchanged", "rejected"]
 OUTCOMES: tuple[Outcome, ...] = ("ingested", "replaced", "unchanged", "rejected")

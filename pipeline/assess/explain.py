@@ -7,8 +7,8 @@ from typing import Literal
 
 import polars as pl
 
+from pipeline.assess.quantities import ATTEMPT, reference_regions
 from pipeline.contracts import table
-from pipeline.quantities import ATTEMPT, reference_regions
 
 Outcome = Literal[
     "confirmed", "contradicted", "unsupported", "unverifiable", "consistent", "assumed"

@@ -10,8 +10,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from pipeline.assess.intervals import method_intervals
 from pipeline.contracts import table
-from pipeline.intervals import method_intervals
 
 ATTEMPT = ["campaign_id", "attempt_id"]
 RUN = [*ATTEMPT, "side", "repetition"]

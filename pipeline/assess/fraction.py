@@ -25,8 +25,15 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.bootstrap import in_workers, linear_quantiles, order_positions, resample_counts
-from pipeline.quantities import ATTEMPT, INTERVAL_POLICY, Inputs, PairFrames, _group_sum, pairs
+from pipeline.assess.bootstrap import in_workers, linear_quantiles, order_positions, resample_counts
+from pipeline.assess.quantities import (
+    ATTEMPT,
+    INTERVAL_POLICY,
+    Inputs,
+    PairFrames,
+    _group_sum,
+    pairs,
+)
 
 FractionReason = Literal["not_applicable", "too_few_pairs", "no_reference_time", "total_unchanged"]
 COLUMNS = {

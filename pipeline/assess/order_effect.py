@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from pipeline.quantities import ATTEMPT, PairFrames
+from pipeline.assess.quantities import ATTEMPT, PairFrames
 
 OrderReason = Literal["not_applicable", "no_order", "too_few_per_order"]
 COLUMNS = {

@@ -20,7 +20,7 @@ equivalence against assess's own ``--what-if``.
 
 Coverage is the share of A/A attempts whose metric interval contains the true ratio 1. Under
 ``min_pairs`` assess reports no interval; there it is computed for the record with
-``pipeline.intervals.method_intervals`` on the stored metric log-ratios.
+``pipeline.assess.intervals.method_intervals`` on the stored metric log-ratios.
 """
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from pipeline.assess import assess
+from pipeline.assess.campaigns import assess
+from pipeline.assess.intervals import METHODS, Method, method_intervals
 from pipeline.errors import ExitCode, ExplainError, UsageError
-from pipeline.intervals import METHODS, Method, method_intervals
-from pipeline.simulate import (
+from pipeline.store.tables import Store
+from pipeline.study.simulate import (
     ALL_SCENARIOS,
     DEFAULT_REPETITIONS,
     NOISES,
@@ -55,7 +56,6 @@ from pipeline.simulate import (
     campaign_tables,
     check_plan,
 )
-from pipeline.store import Store
 
 Format = Literal["table", "json", "csv"]
 CoverageSource = Literal["assess", "intervals"]
@@ -415,7 +415,7 @@ def _table(result: Calibration) -> str:
         lines += textwrap.wrap(
             f"* fewer than min_pairs ({m.min_pairs}) pairs: assess reports no interval (and "
             "every comparison is unverifiable, so nothing is explained); this coverage is "
-            "computed for the record with pipeline.intervals on the metric log-ratios.",
+            "computed for the record with pipeline.assess.intervals on the metric log-ratios.",
             width=100,
             subsequent_indent="  ",
         )

@@ -20,14 +20,14 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import explain, fraction, order_effect, quantities, verdicts
+from pipeline.assess import explain, fraction, order_effect, quantities, verdicts
+from pipeline.assess.quantities import ATTEMPT
 from pipeline.contracts import OUTPUT_TABLES, table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.policy import INTERVAL_METHODS, bound_problem, policy_sha256
-from pipeline.quantities import ATTEMPT
-from pipeline.staleness import staleness
-from pipeline.store import Store, Transaction, known_campaigns
+from pipeline.store.staleness import staleness
+from pipeline.store.tables import Store, Transaction, known_campaigns
 
 DEFAULT_BATCH = 2000
 """Attempts computed together: ~640k breakdown rows at 10 repetitions x 4 steps x 4 regions;

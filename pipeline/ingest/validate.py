@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from pipeline.contracts import document_schema
-from pipeline.files import InputFileError, MiB, read_regular
+from pipeline.ingest.files import InputFileError, MiB, read_regular
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError

@@ -1,6 +1,6 @@
 """The interval methods of the policy field ``interval``, for quantities with ``n`` pairs.
 
-- ``percentile``: the paired percentile bootstrap (``pipeline.bootstrap``), the default.
+- ``percentile``: the paired percentile bootstrap (``pipeline.assess.bootstrap``), the default.
 - ``expanded_percentile`` (Hesterberg's expanded percentile interval): the same resample means,
   read at ``p = Φ(sqrt(n / (n - 1)) · t_{n-1}(α / 2))`` and ``1 - p`` instead of ``α / 2`` and
   ``1 - α / 2``. The percentile interval of a mean behaves like ``x̄ ± z·σ̂/√n`` with a divisor-n
@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.bootstrap import mean_in_order, paired_intervals
+from pipeline.assess.bootstrap import mean_in_order, paired_intervals
 
 Method = Literal["percentile", "expanded_percentile", "student_t"]
 METHODS: tuple[Method, ...] = ("percentile", "expanded_percentile", "student_t")

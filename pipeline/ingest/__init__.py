@@ -1,0 +1,1 @@
+"""Ingest: read and check stored attempts, then normalize them into the store's tables."""

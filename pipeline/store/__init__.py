@@ -1,0 +1,1 @@
+"""The store: Parquet tables, all-or-nothing writes, staleness, integrity and SQL over them."""

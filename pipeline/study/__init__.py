@@ -1,0 +1,1 @@
+"""The simulation study: synthetic A/A and known-gain campaigns, and their calibration tables."""
