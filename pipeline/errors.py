@@ -12,13 +12,15 @@ class ExitCode(IntEnum):
     INTEGRITY = 3  # a campaign is blocked by an integrity error (contract §6)
     INTERNAL = 4  # a bug: an unexpected error, reported without a traceback unless --debug
     NOT_PASS = 5  # the gated verdict is not PASS (assess --gate, ab)
+    ROUND_FAILED = 6  # round, ab: the recorded attempt is failed (no usable pair; see runs.log)
     INTERRUPTED = 130  # Ctrl-C or SIGTERM (a round is left as an aborted attempt)
 
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 some input rejected; 2 usage error (bad option, unknown "
     "campaign, bad query); 3 integrity error (a campaign is blocked); 4 internal error; "
-    "5 the gated verdict is not PASS (assess --gate, ab); 130 interrupted."
+    "5 the gated verdict is not PASS (assess --gate, ab); 6 the recorded round failed (round, "
+    "ab: no usable pair, see its runs.log); 130 interrupted."
 )
 
 

@@ -123,3 +123,20 @@ def test_one_spelling_of_output_and_format() -> None:
                 assert "`-` writes to stdout" in (getattr(param, "help", "") or ""), path
             if "--format" in param.opts:
                 assert (param.name, getattr(param, "help", None)) == ("fmt", "Output format."), path
+
+
+@pytest.mark.parametrize("path", every_command(), ids=lambda p: " ".join(p) or "(top)")
+def test_every_repository_file_a_help_example_names_exists(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An example that names data/… must work from a clone (round's once named a file that
+    does not exist)."""
+    import re
+    from pathlib import Path
+
+    with pytest.raises(SystemExit):
+        main([*path, "--help"])
+    root = Path(__file__).resolve().parent.parent
+    named = re.findall(r"(?<![\w/.])data/[\w./-]*\w", capsys.readouterr().out)
+    missing = [name for name in named if not (root / name).exists()]
+    assert missing == [], f"{' '.join(path)} --help names {missing}"

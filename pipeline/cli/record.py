@@ -248,15 +248,17 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
     path in $EXPLAIN_MEASUREMENT; otherwise its metric is its wall-clock time in seconds.
     $EXPLAIN_SIDE and $EXPLAIN_REPETITION say which run it is (-1 during warm-up). A run that
     fails, times out or writes an invalid file is recorded as failed; the reason and its
-    stderr go to FOLDER/<attempt>/runs.log. Ctrl-C leaves an aborted attempt that ingest
-    accepts (exit 130). See docs/record.md.
+    stderr go to FOLDER/<attempt>/runs.log, and the first failure's stderr to the screen.
+    A side whose warm-ups all fail, or that fails 5 runs in a row, stops the round as
+    failed; a failed round (no usable pair) exits 6. Ctrl-C leaves an aborted attempt that
+    ingest accepts (exit 130). See docs/record.md.
 
     \b
     Example:
       explain-pipeline round attempts/matmul --baseline main --candidate float32 \\
           --baseline-cmd "python data/measure_numpy.py" \\
           --candidate-cmd "python data/measure_numpy.py --dtype float32" \\
-          --mechanism-file data/measure_numpy_mechanism.json
+          --mechanism-file data/float32_matmul.mechanism.json
     """
     from pipeline.record.rounds import RoundRequest, record_round
 
@@ -267,9 +269,13 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
         attempt_id=attempt_id,
         trace=_trace_options(trace, step_pattern, region_pattern, renames),
     )  # fmt: skip
-    result = record_round(request, progress=sys.stderr.isatty())
+    result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
     click.echo(render_round(result))
-    return int(ExitCode.OK)
+    return int(ExitCode.ROUND_FAILED if result.status == "failed" else ExitCode.OK)
+
+
+def _warn(text: str) -> None:
+    click.echo(text, err=True)
 
 
 def render_round(result: RoundResult) -> str:
@@ -279,8 +285,9 @@ def render_round(result: RoundResult) -> str:
     )
     first = sum(1 for x in result.lines if x["side"] == "baseline" and x["order"] == 0)
     total = len({x["repetition"] for x in result.lines})
+    stopped = f" (stopped: {result.stopped})" if result.stopped else ""
     return (
-        f"round {result.round} ({result.attempt_id}): {result.status}\n"
+        f"round {result.round} ({result.attempt_id}): {result.status}{stopped}\n"
         f"  {counts}; {result.n_pairs} pairs\n"
         f"  order seed {result.order_seed}: baseline first in {first} of {total} repetitions\n"
         f"  {result.folder} (runs.log: every run, failures with their stderr)"
@@ -288,7 +295,8 @@ def render_round(result: RoundResult) -> str:
 
 
 # -- ab ---------------------------------------------------------------------------------------
-@command("ab", epilog="Exit code 5: the verdict of B against A is not PASS.")
+@command("ab", epilog="Exit code 5: the verdict of B against A is not PASS; 6: the round failed "
+         "(no usable pair: its folder is kept and runs.log named).")
 @click.argument("command_a", metavar="CMD_A")
 @click.argument("command_b", metavar="CMD_B")
 @run_options
@@ -354,11 +362,13 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
         mechanism_file=mechanism_file, policy=policy, metric=metric, better=better,
         order_seed=order_seed, timeout=timeout,
         trace=_trace_options(trace, step_pattern, region_pattern, renames), keep=keep,
-        progress=sys.stderr.isatty(),
+        progress=sys.stderr.isatty(), warn=_warn,
     )  # fmt: skip
     click.echo(render_ab(result, command_a, command_b), nl=False)
     if result.final.assess.blocked.height:
         return int(ExitCode.INTEGRITY)
+    if result.round.status == "failed":
+        return int(ExitCode.ROUND_FAILED)
     row = result.row
     return int(ExitCode.OK if row is not None and row["verdict"] == "PASS" else ExitCode.NOT_PASS)
 
@@ -424,7 +434,14 @@ def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
                f"require_explanation {_value(row['require_explanation'])})")  # fmt: skip
     if result.kept is not None:
         out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
+    elif recorded.status == "failed":
+        out.append(f"the round failed{_stopped(recorded)}: its folder is kept, every run with "
+                   f"its stderr in {recorded.folder / 'runs.log'}")  # fmt: skip
     return "\n".join(out) + "\n"
+
+
+def _stopped(recorded: RoundResult) -> str:
+    return f" ({recorded.stopped})" if recorded.stopped else ""
 
 
 COMMANDS: list[click.Command] = [campaign_group, round_command, ab_command]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
+import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from pipeline.errors import UsageError
 from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
 from pipeline.record.files import create_atomic, dump_json
-from pipeline.record.rounds import RoundRequest, RoundResult, record_round
+from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
 from pipeline.record.runner import TraceOptions, now, timestamp
 
 if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
@@ -111,23 +112,34 @@ def ab(
     trace: TraceOptions | None = None,
     keep: Path | None = None,
     progress: bool = False,
+    warn: Callable[[str], None] | None = None,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
-    candidate, then its assessment."""
+    candidate, then its assessment. The throw-away folder is deleted only when the round
+    completed: a failed or interrupted round keeps it, so its runs.log can be read."""
     from pipeline.store.tables import Store
 
-    with contextlib.ExitStack() as stack:
-        if keep is None:
-            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="explain-ab-")))
-            folder, store = scratch / "ab", Store(scratch / "store")
-        else:
-            folder, store = keep, Store(keep / ".explain-store")
+    scratch = None
+    if keep is None:
+        scratch = Path(tempfile.mkdtemp(prefix="explain-ab-"))
+        folder, store = scratch / "ab", Store(scratch / "store")
+    else:
+        folder, store = keep, Store(keep / ".explain-store")
+    request = RoundRequest(
+        folder, candidate=command_b, baseline=command_a, baseline_cmd=command_a,
+        candidate_cmd=command_b, repetitions=repetitions, warmup=warmup,
+        mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout, trace=trace,
+    )  # fmt: skip
+    try:
         campaign = start_campaign(folder, metric=metric, better=better, policy=policy)
-        request = RoundRequest(
-            folder, candidate=command_b, baseline=command_a, baseline_cmd=command_a,
-            candidate_cmd=command_b, repetitions=repetitions, warmup=warmup,
-            mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout, trace=trace,
-        )  # fmt: skip
-        recorded = record_round(request, progress=progress)
-        return AbResult(recorded, final_campaign(folder, store), keep, campaign["policy"])
-    raise AssertionError("unreachable")  # pragma: no cover - ExitStack does not swallow
+        recorded = record_round(request, progress=progress, warn=warn)
+    except RoundInterrupted:
+        raise  # its message names the attempt folder, which stays
+    except BaseException:
+        if scratch is not None:  # refused before any run: nothing to keep
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    final = final_campaign(folder, store)
+    if scratch is not None and recorded.status == "completed":
+        shutil.rmtree(scratch, ignore_errors=True)
+    return AbResult(recorded, final, keep, campaign["policy"])

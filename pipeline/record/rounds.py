@@ -5,7 +5,8 @@ holding ``attempt.json`` with status ``aborted``, an empty ``measurements.jsonl`
 is declared, ``mechanism.json`` with its digest and ``declared_at``: from the first moment it is
 visible, the attempt is well formed and the declaration precedes every candidate run. After each
 run the measurements file is rewritten whole, atomically; at the end attempt.json becomes
-``completed`` (or ``failed`` when no repetition has an ok run on both sides). An interrupted
+``completed`` (or ``failed`` when no repetition has an ok run on both sides, or when the round
+stopped early because one side kept failing: see GIVE_UP_AFTER). An interrupted
 round (Ctrl-C, SIGTERM, or a kill that cannot be caught) therefore leaves an ``aborted`` attempt
 that ingest accepts, holding the runs finished so far.
 """
@@ -20,7 +21,7 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -55,6 +56,13 @@ from pipeline.record.runner import (
 
 RECORDER = f"explain-pipeline {__version__}"
 RUNS_LOG = "runs.log"
+GIVE_UP_AFTER = 5
+"""Consecutive failed runs of one side (warm-ups included) after which a round stops as
+``failed``: a command that fails five times in a row is broken, not flaky, and running the
+remaining repetitions would only burn time. A side whose every warm-up run failed stops the
+round before repetition 0, whatever the count."""
+SCREEN_TAIL_LINES = 10
+"""Lines of the first failed run's stderr shown on screen (runs.log keeps more)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,7 @@ class RoundResult:
     status: str
     order_seed: int
     lines: list[dict[str, Any]] = field(default_factory=list)
+    stopped: str | None = None  # why the round ended before its last repetition, if it did
 
     def count(self, side: Side, status: str) -> int:
         return sum(1 for x in self.lines if x["side"] == side and x["status"] == status)
@@ -271,6 +280,48 @@ def _seconds(timeout: float | None) -> str:
     return "none" if timeout is None else f"{timeout:g} s"
 
 
+@dataclass
+class _Watch:
+    """Failures as they happen: the first one goes to the screen with the end of its stderr,
+    and a side that keeps failing stops the round (GIVE_UP_AFTER)."""
+
+    log_path: Path
+    warn: Callable[[str], None]
+    streak: dict[Side, int] = field(default_factory=lambda: {"baseline": 0, "candidate": 0})
+    warmups_ok: dict[Side, int] = field(default_factory=lambda: {"baseline": 0, "candidate": 0})
+    shown: bool = False
+    stopped: str | None = None
+
+    def saw(self, label: str, side: Side, result: RunResult) -> None:
+        if result.status == "ok":
+            self.streak[side] = 0
+            if label == "warm-up":
+                self.warmups_ok[side] += 1
+            return
+        self.streak[side] += 1
+        if self.streak[side] >= GIVE_UP_AFTER:
+            self.stopped = f"the {side} failed {GIVE_UP_AFTER} runs in a row"
+        if not self.shown:
+            self.shown = True
+            self.warn(_first_failure(label, side, result, self.log_path))
+
+    def after_warmup(self, warmup: int) -> None:
+        broken = [side for side, ok in self.warmups_ok.items() if warmup and not ok]
+        if broken and self.stopped is None:
+            self.stopped = f"every warm-up run of the {' and the '.join(broken)} failed"
+
+
+def _first_failure(label: str, side: Side, result: RunResult, log_path: Path) -> str:
+    """The screen message for the first failed run of a round."""
+    lines = result.stderr_tail.rstrip().splitlines()[-SCREEN_TAIL_LINES:]
+    if lines:
+        tail = "; its stderr ends with:\n" + "".join(f"    | {x}\n" for x in lines)
+    else:
+        tail = " (its stderr is empty)\n"
+    return (f"warning: {side} run ({label}) failed: {result.reason}{tail}"
+            f"  every run is logged in {log_path}")  # fmt: skip
+
+
 def _execute_runs(
     attempt: _Attempt,
     settings: RunSettings,
@@ -278,6 +329,7 @@ def _execute_runs(
     slots: list[Slot],
     scratch: Path,
     bar: tqdm,
+    watch: _Watch,
 ) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
     counter = iter(range(10**6))
@@ -288,8 +340,12 @@ def _execute_runs(
                 attempt.candidate_starts()
             result = execute(settings, side, -1, scratch / f"run-{next(counter):06d}")
             _log_run(log, "warm-up", side, result)
+            watch.saw("warm-up", side, result)
             bar.update(1)
+        watch.after_warmup(request.warmup)
         for slot in slots:
+            if watch.stopped:
+                break
             if slot.side == "candidate":
                 attempt.candidate_starts()
             result = execute(settings, slot.side, slot.repetition,
@@ -298,14 +354,20 @@ def _execute_runs(
             write_atomic(attempt.folder / MEASUREMENTS_FILE, dump_lines(lines))
             _log_run(log, f"repetition {slot.repetition}", slot.side, result,
                      f"order {slot.order}  ")  # fmt: skip
+            watch.saw(f"repetition {slot.repetition}", slot.side, result)
             shown = f"{result.metric:.4g}" if result.metric is not None else "failed"
             bar.set_postfix_str(f"rep {slot.repetition} {slot.side} {shown}", refresh=False)
             bar.update(1)
+        if watch.stopped:
+            log.write(f"{timestamp(now())}  stopped: {watch.stopped}; the attempt is failed\n")
     return lines
 
 
-def record_round(request: RoundRequest, *, progress: bool = False) -> RoundResult:
-    """Run one round and write its attempt folder (see the module docstring)."""
+def record_round(
+    request: RoundRequest, *, progress: bool = False, warn: Callable[[str], None] | None = None
+) -> RoundResult:
+    """Run one round and write its attempt folder (see the module docstring). ``warn`` gets the
+    message about the first failed run (the end of its stderr) as soon as it fails."""
     campaign = load_campaign(request.campaign_dir)
     if request.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
@@ -326,9 +388,10 @@ def record_round(request: RoundRequest, *, progress: bool = False) -> RoundResul
     bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="run",
                desc=f"round {attempt_id}", leave=False)  # fmt: skip
     scratch = Path(tempfile.mkdtemp(prefix="explain-round-"))
+    watch = _Watch(attempt.folder / RUNS_LOG, _beside(bar, warn or (lambda text: None)))
     try:
         with bar, _sigterm_interrupts():
-            lines = _execute_runs(attempt, settings, request, slots, scratch, bar)
+            lines = _execute_runs(attempt, settings, request, slots, scratch, bar, watch)
     except KeyboardInterrupt:
         with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
             log.write(f"{timestamp(now())}  interrupted: the attempt stays aborted\n")
@@ -337,6 +400,18 @@ def record_round(request: RoundRequest, *, progress: bool = False) -> RoundResul
         ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    attempt.document["status"] = "completed" if _pairs(lines) else "failed"
+    usable = _pairs(lines) and watch.stopped is None
+    attempt.document["status"] = "completed" if usable else "failed"
     attempt.write()
-    return RoundResult(attempt.folder, attempt_id, number, attempt.document["status"], seed, lines)
+    status = attempt.document["status"]
+    return RoundResult(attempt.folder, attempt_id, number, status, seed, lines, watch.stopped)
+
+
+def _beside(bar: tqdm, warn: Callable[[str], None]) -> Callable[[str], None]:
+    """``warn`` that does not tear the progress bar (cleared, written, drawn again)."""
+
+    def write(text: str) -> None:
+        with bar.external_write_mode(file=sys.stderr):
+            warn(text)
+
+    return write
