@@ -9,7 +9,13 @@ import click
 
 from pipeline.cli.common import command, is_stdout, output_option
 from pipeline.errors import ExitCode, UsageError
-from pipeline.importers import DEFAULT_NAME_PATTERN, FORMATS, import_folder, import_run
+from pipeline.importers import (
+    DEFAULT_NAME_PATTERN,
+    FORMATS,
+    SUITE_METRICS,
+    import_folder,
+    import_run,
+)
 
 
 @command("import")
@@ -63,6 +69,14 @@ from pipeline.importers import DEFAULT_NAME_PATTERN, FORMATS, import_folder, imp
     metavar="OLD=NEW",
     help="Rename a step, region or counter (repeatable; two names renamed to one are added).",
 )
+@click.option(
+    "--suite-metric",
+    type=click.Choice(SUITE_METRICS),
+    default="sum",
+    show_default=True,
+    help="pytest-benchmark, gbench, pyperf: the run's metric is the sum of the benchmarks' "
+    "median per-iteration times, or their geometric mean (docs/suites.md).",
+)
 @output_option(
     "Append the line(s) to this measurements.jsonl (refused if a run is already in it); "
     "default: print them."
@@ -78,15 +92,17 @@ def import_command(
     step_pattern: str | None,
     region_pattern: str | None,
     renames: tuple[str, ...],
+    suite_metric: str,
     output: str | None,
 ) -> int:
     """Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).
 
     FORMAT is kineto (PyTorch profiler Chrome trace, .json or .json.gz), nsys (nsys stats
     --format csv reports), ncu (ncu --csv details or raw page) or msprof (msprof / torch_npu
-    CSV summaries). Several FILEs of one run are combined; nsys takes per-step files as
-    STEP=PATH. With --batch, a whole folder of runs becomes one line per run. Source and notes
-    go to stderr. See docs/import.md.
+    CSV summaries); pytest-benchmark, gbench (Google Benchmark) or pyperf JSON results, each
+    benchmark a region (docs/suites.md). Several FILEs of one run are combined; nsys takes
+    per-step files as STEP=PATH. With --batch, a whole folder of runs becomes one line per
+    run. Source and notes go to stderr. See docs/import.md.
 
     \b
     Example:
@@ -95,6 +111,7 @@ def import_command(
       explain-pipeline import kineto --batch traces/ -o attempts/c1/r1/measurements.jsonl
       explain-pipeline import nsys report_nvtx_sum.csv report_cuda_api_sum.csv \\
           --side candidate --repetition 3 --metric 0.0421 --rename decode=attention
+      explain-pipeline import pytest-benchmark bench.json --side baseline --repetition 0
     """
     target = None if output is None or is_stdout(output) else Path(output)
     if folder is not None:
@@ -111,6 +128,7 @@ def import_command(
             region_pattern=region_pattern,
             renames=renames,
             output=target,
+            suite_metric=suite_metric,
         )
         click.echo(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}", err=True)
         for note in notes:
@@ -130,6 +148,7 @@ def import_command(
         region_pattern=region_pattern,
         renames=renames,
         output=target,
+        suite_metric=suite_metric,
     )
     steps = len(line.get("breakdown", {}))
     click.echo(

@@ -42,6 +42,7 @@ class InputFile:
 class ImportOptions:
     step_pattern: re.Pattern[str] | None = None
     region_pattern: re.Pattern[str] | None = None
+    suite_metric: str = "sum"  # suite formats: the run's metric from its benchmarks (suites.py)
 
     def keeps_region(self, name: str) -> bool:
         return self.region_pattern is None or self.region_pattern.fullmatch(name) is not None
@@ -69,12 +70,17 @@ setting a 58 MB trace peaked at 2.2x its size, 1.45x with freed memory returned 
 
 def _registry() -> dict[str, Reader]:
     load_polars(_RETURN_AT_ONCE)
-    from pipeline.importers import kineto, msprof, ncu, nsys
+    from pipeline.importers import kineto, msprof, ncu, nsys, suites
 
-    return {"kineto": kineto.read, "nsys": nsys.read, "ncu": ncu.read, "msprof": msprof.read}
+    profilers = {"kineto": kineto.read, "nsys": nsys.read, "ncu": ncu.read, "msprof": msprof.read}
+    return profilers | {fmt: suites.reader(fmt) for fmt in SUITE_FORMATS}
 
 
-FORMATS: tuple[str, ...] = ("kineto", "nsys", "ncu", "msprof")
+SUITE_FORMATS: tuple[str, ...] = ("pytest-benchmark", "gbench", "pyperf")
+"""Benchmark harnesses whose result files are whole runs (pipeline/importers/suites.py)."""
+FORMATS: tuple[str, ...] = ("kineto", "nsys", "ncu", "msprof", *SUITE_FORMATS)
+SUITE_METRICS: tuple[str, ...] = ("sum", "geomean")
+"""How a suite file's benchmarks make the run's metric (pipeline/importers/suites.py)."""
 
 
 def parse_inputs(arguments: Sequence[str]) -> list[InputFile]:
@@ -296,6 +302,7 @@ def import_line(
     step_pattern: str | None = None,
     region_pattern: str | None = None,
     renames: Sequence[str] = (),
+    suite_metric: str = "sum",
 ) -> tuple[dict[str, Any], Imported]:
     """Read the files of one run and build its validated line (nothing is written)."""
     if repetition < 0:
@@ -305,6 +312,7 @@ def import_line(
     options = ImportOptions(
         step_pattern=compile_pattern("--step-pattern", step_pattern),
         region_pattern=compile_pattern("--region-pattern", region_pattern),
+        suite_metric=suite_metric,
     )
     mapping = parse_renames(renames)
     imported = read_run(fmt, parse_inputs(arguments), options)
@@ -327,6 +335,7 @@ def import_run(
     region_pattern: str | None = None,
     renames: Sequence[str] = (),
     output: Path | None = None,
+    suite_metric: str = "sum",
 ) -> tuple[dict[str, Any], Imported]:
     """The library call behind ``explain-pipeline import``: read, build, validate, then append
     the line to ``output`` or print it."""
@@ -339,6 +348,7 @@ def import_run(
         step_pattern=step_pattern,
         region_pattern=region_pattern,
         renames=renames,
+        suite_metric=suite_metric,
     )
     write_line(line, output)
     return line, imported
@@ -412,6 +422,7 @@ def import_folder(
     region_pattern: str | None = None,
     renames: Sequence[str] = (),
     output: Path | None = None,
+    suite_metric: str = "sum",
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Every run of a folder of profiler files, in one process: one line per run, all checked
     before any is written (a bad file writes nothing), then appended to ``output`` or printed.
@@ -428,6 +439,7 @@ def import_folder(
             step_pattern=step_pattern,
             region_pattern=region_pattern,
             renames=renames,
+            suite_metric=suite_metric,
         )
         lines.append(line)
         notes += imported.notes
