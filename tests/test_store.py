@@ -153,11 +153,11 @@ def test_crash_after_the_journal_commit_is_rolled_forward(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def crashing_replace(src: Any, dst: Any) -> None:
+    def crashing_replace(src: Any, dst: Any, **folders: Any) -> None:
         calls["n"] += 1
         if calls["n"] == 3:  # journal committed, one partition renamed, then the crash
             raise KeyboardInterrupt
-        real_replace(src, dst)
+        real_replace(src, dst, **folders)
 
     monkeypatch.setattr(pipeline.store.tables.os, "replace", crashing_replace)
     with pytest.raises(KeyboardInterrupt):

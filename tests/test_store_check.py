@@ -70,11 +70,11 @@ def test_an_interrupted_commit_is_reported_and_finished_by_store_repair(
     real_replace = os.replace
     calls = {"n": 0}
 
-    def crashing_replace(src: Any, dst: Any) -> None:
+    def crashing_replace(src: Any, dst: Any, **folders: Any) -> None:
         calls["n"] += 1
         if calls["n"] == 3:  # journal committed, attempts renamed, then the crash
             raise KeyboardInterrupt
-        real_replace(src, dst)
+        real_replace(src, dst, **folders)
 
     monkeypatch.setattr(pipeline.store.tables.os, "replace", crashing_replace)
     with pytest.raises(KeyboardInterrupt), store.transaction() as txn:

@@ -9,7 +9,8 @@ from pipeline.errors import ExitCode
 
 _EXIT_CODES = (  # what the common codes mean here; the list of every code follows in --help
     "Here: 0 the store is clean; 1 problems found (each printed as PATH: reason); "
-    "2 no store at the path or a bad option."
+    "2 no store at the path or a bad option; 3 (repair) a symbolic link where the store "
+    "expects a folder or file (docs/store.md#links-in-the-store)."
 )
 
 
@@ -31,18 +32,23 @@ def check_command(store_path: str | None) -> int:
 
     Lists commits that were interrupted after their journal was written (a reader may see a
     mix of old and new partitions until they are finished), staging files of writes that
-    never committed, journals that are not explain-pipeline's, and table files that are
-    damaged or do not match schemas/tables.json. Waits for a running write to finish.
+    never committed, journals that are not explain-pipeline's, table files that are
+    damaged or do not match schemas/tables.json, and symbolic links where the store expects
+    a folder or file. Waits for a running write to finish.
 
     \b
     Example:
       explain-pipeline store check --store .explain-store
       explain-pipeline store check || explain-pipeline store repair
     """
+    from pipeline.store.nofollow import StoreLinkError
     from pipeline.store.tables import Store  # imported here: --help loads no heavy library
 
     store = Store.open_existing(store_path, recover=False)
-    with store.shared_lock():
+    try:
+        with store.shared_lock():
+            problems = store.problems()
+    except StoreLinkError:  # the lock file itself is a link: reported with the rest, unlocked
         problems = store.problems()
     for problem in problems:
         click.echo(f"{problem}{'' if problem.repairable else ' (store repair cannot fix this)'}")

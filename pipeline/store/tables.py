@@ -16,12 +16,12 @@ docs/store.md says what they may see and how to avoid it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import io
 import json
 import os
 import re
-import shutil
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +34,17 @@ import polars as pl
 
 from pipeline.contracts import PARTITION, table, tables
 from pipeline.errors import StoreError, UsageError
+from pipeline.store.nofollow import (
+    Folders,
+    Kind,
+    StoreLinkError,
+    expect,
+    folders,
+    lstat_in,
+    open_file,
+    relative_parts,
+    remove,
+)
 
 DEFAULT_STORE = ".explain-store"
 DATA_FILE = "data.parquet"
@@ -44,6 +55,13 @@ _LEGACY_SWEPT = ".legacy-swept"
 then on a write does not list every partition folder to look for them (at 100,000 attempts that
 listing costs about a second a write); `store check` and `store repair` always look."""
 _STAGING_DIR = "_staging"
+_INTERNAL: tuple[tuple[tuple[str, ...], Kind], ...] = (
+    ((_LOCK_FILE,), "file"),
+    ((_LEGACY_SWEPT,), "file"),
+    ((_TXN_DIR,), "folder"),
+    ((_STAGING_DIR,), "folder"),
+)
+"""The store's own paths besides the tables (`store check` names one that is a link)."""
 # The only paths a journal may name: a partition file, and a staged copy of one (beside it,
 # dot-prefixed, as written before 0.2; or under _staging/<txid>/).
 _PART = rf"(?P<table>[a-z_]+)/{PARTITION}=(?P<id>[^/]+)/"
@@ -114,6 +132,27 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _collect(links: list[StoreLinkError] | None, exc: StoreLinkError, value: Any) -> Any:
+    """Raise ``exc``, or append it to ``links`` (what `store check` reports) and return value."""
+    if links is None:
+        raise exc
+    links.append(exc)
+    return value
+
+
+def _fsync_fd(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.fsync(fd)
+
+
+def _exists(folder: int, name: str) -> bool:
+    try:
+        os.lstat(name, dir_fd=folder)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -122,11 +161,23 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def _remove_tree(path: Path) -> None:
-    """Remove a staging folder (symbolic links inside are removed, never followed)."""
-    shutil.rmtree(path, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()  # _staging itself, once empty
+def _remove_staging(root: Path, txid: str) -> None:
+    """Remove a staging folder (links inside are removed, never followed), then ``_staging``
+    itself once empty."""
+    with folders(root) as dirs:
+        remove(dirs, (_STAGING_DIR, txid))
+        root_fd = dirs.fd(())
+        with contextlib.suppress(OSError):
+            os.rmdir(_STAGING_DIR, dir_fd=root_fd)  # never follows a link
+
+
+def _read_small(dirs: Folders, parts: Sequence[str]) -> bytes:
+    """The bytes of a store-internal file (a journal), opened without following a link."""
+    fd = open_file(dirs, parts, os.O_RDONLY)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(dirs.root.joinpath(*parts)))
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 @dataclass(frozen=True)
@@ -147,7 +198,7 @@ class Repaired:
     strays_removed: int
 
 
-def _fsync_all(sync: Callable[[Path], None], paths: Iterable[Path]) -> None:
+def _fsync_all(sync: Callable[[Any], None], paths: Iterable[Any]) -> None:
     """``sync`` every path, several at once: the file system commits concurrent syncs together
     (about ten times faster than one after the other for hundreds of small partition files)."""
     paths = list(paths)
@@ -211,16 +262,16 @@ class Transaction:
         target = self.store.partition_file(table_name, campaign_id)
         folder = self.staging_dir / table_name
         if table_name not in self._folders:
-            folder.mkdir(parents=True, exist_ok=True)
+            with folders(self.store.root) as dirs:
+                dirs.fd((_STAGING_DIR, self.txid, table_name), create=True)
             self._folders.add(table_name)
         staged = folder / f"{PARTITION}={campaign_id}.parquet"
         self.ops.append(_Op(target, staged))
         return staged
 
     def delete(self, table_name: str, campaign_id: str) -> None:
-        target = self.store.partition_file(table_name, campaign_id)
-        if target.exists():
-            self.ops.append(_Op(target, None))
+        if self.store.has_partition(table_name, campaign_id):
+            self.ops.append(_Op(self.store.partition_file(table_name, campaign_id), None))
 
     def _journal(self) -> dict[str, object]:
         root = self.store.root
@@ -239,25 +290,29 @@ class Transaction:
         if not self.ops:
             return
         _fsync_all(_fsync_file, [op.staged for op in self.ops if op.staged is not None])
-        journal_dir = self.store.root / _TXN_DIR
-        journal_dir.mkdir(parents=True, exist_ok=True)
-        final = journal_dir / f"{self.txid}.json"
-        pending = journal_dir / f".{self.txid}.json.tmp"
-        pending.write_text(json.dumps(self._journal()), encoding="utf-8")
-        _fsync_file(pending)
-        os.replace(pending, final)  # the commit point
-        _fsync_dir(journal_dir)
+        final, pending = f"{self.txid}.json", f".{self.txid}.json.tmp"
+        with folders(self.store.root) as dirs:
+            fd = open_file(dirs, (_TXN_DIR, pending), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            assert fd is not None  # O_CREAT
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(json.dumps(self._journal()).encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            txn_fd = dirs.fd((_TXN_DIR,))
+            os.replace(pending, final, src_dir_fd=txn_fd, dst_dir_fd=txn_fd)  # the commit point
+            os.fsync(txn_fd)  # type: ignore[arg-type]
         # this transaction's own operations: no need to read back and check the journal it has
         # just written (checking every path costs about a millisecond each)
         ops = [(op.target, op.staged) for op in self.ops]
-        self.store._apply_journal(final, ops)
+        self.store._apply_journal(self.store.root / _TXN_DIR / final, ops)
 
     @property
     def staging_dir(self) -> Path:
         return self.store.root / _STAGING_DIR / self.txid
 
     def abandon(self) -> None:
-        _remove_tree(self.staging_dir)
+        with contextlib.suppress(StoreError, OSError):  # never hide the error that got here
+            _remove_staging(self.store.root, self.txid)
 
 
 def _write_partitions(rows: pl.DataFrame, columns: list[str], paths: dict[str, Path]) -> None:
@@ -321,17 +376,47 @@ class Store:
     def partition_file(self, table_name: str, campaign_id: str) -> Path:
         return self.table_dir(table_name) / f"{PARTITION}={campaign_id}" / DATA_FILE
 
-    def campaign_ids(self, table_name: str = "campaigns") -> list[str]:
-        """Campaigns with a partition in ``table_name``, sorted."""
-        base = self.table_dir(table_name)
-        if not base.is_dir():
-            return []
+    def campaign_ids(
+        self, table_name: str = "campaigns", links: list[StoreLinkError] | None = None
+    ) -> list[str]:
+        """Campaigns with a partition in ``table_name``, sorted. A link where a partition folder
+        or file should be is a StoreLinkError (appended to ``links`` instead, when given)."""
+        found: list[str] = []
         prefix = f"{PARTITION}="
-        return sorted(
-            p.name[len(prefix) :]
-            for p in base.iterdir()
-            if p.name.startswith(prefix) and (p / DATA_FILE).is_file()
-        )
+        for folder in self._partition_folders(table_name, links):
+            try:
+                if lstat_in(self.root, (table_name, folder, DATA_FILE), "file") is not None:
+                    found.append(folder[len(prefix) :])
+            except StoreLinkError as exc:
+                _collect(links, exc, None)
+        return sorted(found)
+
+    def _partition_folders(
+        self, table_name: str, links: list[StoreLinkError] | None = None
+    ) -> list[str]:
+        """The names of the partition folders of ``table_name``; a link among them (or in the
+        table folder's place) is a StoreLinkError, appended to ``links`` when given."""
+        try:
+            if lstat_in(self.root, (table_name,), "folder") is None:
+                return []
+        except StoreLinkError as exc:
+            return _collect(links, exc, [])
+        found: list[str] = []
+        with os.scandir(self.table_dir(table_name)) as entries:
+            for entry in entries:
+                if not entry.name.startswith(f"{PARTITION}="):
+                    continue
+                try:
+                    expect(Path(entry.path), entry.stat(follow_symlinks=False).st_mode, "folder")
+                    found.append(entry.name)
+                except StoreLinkError as exc:
+                    _collect(links, exc, None)
+        return found
+
+    def has_partition(self, table_name: str, campaign_id: str) -> bool:
+        """Whether the partition file exists (a link on the way is a StoreLinkError)."""
+        parts = (table_name, f"{PARTITION}={campaign_id}", DATA_FILE)
+        return lstat_in(self.root, parts, "file") is not None
 
     # -- reading ----------------------------------------------------------------------------
     def file_problem(self, table_name: str, path: Path) -> str | None:
@@ -362,7 +447,7 @@ class Store:
         whole Parquet footer (a truncated file does not). A failure is a StoreError naming it."""
         for cid in campaign_ids:
             path = self.partition_file(table_name, cid)
-            problem = _truncation(path) if path.is_file() else None
+            problem = _truncation(path) if self.has_partition(table_name, cid) else None
             if problem is not None:
                 raise StoreError(f"{path}: {problem} (see docs/store.md#damaged-files)")
 
@@ -370,7 +455,8 @@ class Store:
         """The partition files of ``table_name`` (optionally only some campaigns), each checked
         against schemas/tables.json: a damaged file is a StoreError naming it."""
         wanted = self.campaign_ids(table_name) if campaign_ids is None else list(campaign_ids)
-        files = [f for c in wanted if (f := self.partition_file(table_name, c)).is_file()]
+        present = [c for c in wanted if self.has_partition(table_name, c)]
+        files = [self.partition_file(table_name, c) for c in present]
         for path in files:
             problem = self.file_problem(table_name, path)
             if problem is not None:
@@ -419,8 +505,10 @@ class Store:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / _LOCK_FILE, "a+b") as handle:
+        with folders(self.root) as dirs:
+            fd = open_file(dirs, (_LOCK_FILE,), os.O_RDWR | os.O_CREAT)
+        assert fd is not None  # O_CREAT
+        with os.fdopen(fd, "r+b") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
@@ -428,27 +516,46 @@ class Store:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _apply_journal(self, journal: Path, ops: list[tuple[Path, Path | None]]) -> None:
-        touched: set[Path] = set()
-        for target, staged in ops:
-            if staged is None:
-                target.unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
-                    target.parent.rmdir()  # only succeeds when the partition is empty
-            else:
-                if staged.exists():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    os.replace(staged, target)
-            touched.add(target.parent)
-        _fsync_all(_fsync_dir, touched)
-        journal.unlink()
-        _fsync_dir(journal.parent)
-        _remove_tree(self.root / _STAGING_DIR / journal.stem)
+        """Rename (or delete) every partition file of a committed journal, each relative to its
+        folder's descriptor: a link where a folder should be stops before anything is done
+        through it (the files already renamed are in the store, and the journal stays)."""
+        with folders(self.root) as dirs:
+            touched: dict[tuple[str, ...], int | None] = {}
+            for target, staged in ops:
+                where = relative_parts(self.root, target.parent)
+                if staged is None:
+                    self._delete_partition(dirs, where)
+                else:
+                    source = dirs.fd(relative_parts(self.root, staged.parent))
+                    if source is None or not _exists(source, staged.name):
+                        continue  # renamed before a crash
+                    folder = dirs.fd(where, create=True)
+                    os.replace(staged.name, target.name, src_dir_fd=source, dst_dir_fd=folder)
+                fd = dirs.fd(where)
+                touched[where] = fd if fd is not None else dirs.fd(where[:-1])
+            _fsync_all(_fsync_fd, [fd for fd in touched.values() if fd is not None])
+            txn_fd = dirs.fd((_TXN_DIR,))
+            os.unlink(journal.name, dir_fd=txn_fd)
+            os.fsync(txn_fd)  # type: ignore[arg-type]
+        _remove_staging(self.root, journal.stem)
+
+    @staticmethod
+    def _delete_partition(dirs: Folders, where: tuple[str, ...]) -> None:
+        folder = dirs.fd(where)
+        if folder is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(DATA_FILE, dir_fd=folder)
+        with contextlib.suppress(OSError):  # only succeeds when the partition is empty
+            os.rmdir(where[-1], dir_fd=dirs.fd(where[:-1]))
 
     def _journal_ops(self, journal: Path) -> list[tuple[Path, Path | None]]:
         """The (target, staged) pairs of a committed journal, each path checked to be a file of
         this store; anything else stops the command before a single file is touched."""
         try:
-            document = json.loads(journal.read_text(encoding="utf-8"))
+            with folders(self.root) as dirs:
+                body = _read_small(dirs, (_TXN_DIR, journal.name))
+            document = json.loads(body.decode("utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise self._bad_journal(journal, f"not valid JSON ({exc})") from exc
         ops = document.get("ops") if isinstance(document, dict) else None
@@ -492,13 +599,11 @@ class Store:
         )
 
     def _pending_journals(self) -> list[Path]:
-        journal_dir = self.root / _TXN_DIR
-        return sorted(journal_dir.glob("*.json")) if journal_dir.is_dir() else []
+        if lstat_in(self.root, (_TXN_DIR,), "folder") is None:
+            return []
+        return sorted((self.root / _TXN_DIR).glob("*.json"))
 
     def _recover(self) -> None:
-        journal_dir = self.root / _TXN_DIR
-        if not journal_dir.is_dir():
-            return
         # Every journal is checked before any is applied: a bad one stops with nothing touched.
         checked = [(journal, self._journal_ops(journal)) for journal in self._pending_journals()]
         for journal, ops in checked:
@@ -509,32 +614,42 @@ class Store:
         ``legacy``: also the temporary files versions before 0.2 staged beside the partitions."""
         pending = {journal.stem for journal in self._pending_journals()}
         staging = self.root / _STAGING_DIR
-        found = [p for p in staging.iterdir() if p.name not in pending] if staging.is_dir() else []
+        found: list[Path] = []
+        if lstat_in(self.root, (_STAGING_DIR,), "folder") is not None:
+            found += [p for p in staging.iterdir() if p.name not in pending]
         if legacy:
-            found += self.root.glob(f"*/{PARTITION}=*/.{DATA_FILE}.*.tmp")
-        found += self.root.glob(f"{_TXN_DIR}/.*.json.tmp")  # a journal never committed
+            for name in tables():
+                for folder in self._partition_folders(name):  # a linked one is refused
+                    found += self.table_dir(name).glob(f"{folder}/.{DATA_FILE}.*.tmp")
+        if lstat_in(self.root, (_TXN_DIR,), "folder") is not None:
+            found += self.root.glob(f"{_TXN_DIR}/.*.json.tmp")  # a journal never committed
         return sorted(found)
 
     def _remove_stray_staging(self, *, always_legacy: bool = False) -> int:
         """Remove the strays (the caller holds the lock); the pre-0.2 ones only until a sweep
         found none left, unless ``always_legacy``."""
-        marker = self.root / _LEGACY_SWEPT
-        legacy = always_legacy or not marker.exists()
+        legacy = always_legacy or lstat_in(self.root, (_LEGACY_SWEPT,), "file") is None
         strays = self._strays(legacy=legacy)
-        for stray in strays:
-            if stray.is_dir() and not stray.is_symlink():
-                _remove_tree(stray)
-            else:
-                stray.unlink(missing_ok=True)
-        if legacy:
-            marker.touch()
+        with folders(self.root) as dirs:
+            for stray in strays:
+                remove(dirs, relative_parts(self.root, stray))  # a link: itself, not its target
+            if legacy:
+                fd = open_file(dirs, (_LEGACY_SWEPT,), os.O_WRONLY | os.O_CREAT)
+                os.close(fd)  # type: ignore[arg-type]
         return len(strays)
 
     # -- checking and repairing -------------------------------------------------------------
     def problems(self) -> list[Problem]:
         """What `store check` reports; reads only."""
         found: list[Problem] = []
-        for journal in self._pending_journals():
+        links: list[StoreLinkError] = []
+        for parts, kind in _INTERNAL:
+            try:
+                lstat_in(self.root, parts, kind)
+            except StoreLinkError as exc:
+                links.append(exc)
+        journals = [] if links else self._pending_journals()
+        for journal in journals:
             try:
                 n = len(self._journal_ops(journal))
             except StoreError as exc:
@@ -548,29 +663,39 @@ class Store:
                     repairable=True,
                 )
             )
-        found += [
-            Problem(p, "stray staging files of a write that never committed", repairable=True)
-            for p in self._strays()
-        ]
+        if not links:
+            found += [
+                Problem(p, "stray staging files of a write that never committed", repairable=True)
+                for p in self._strays_or_links(links)
+            ]
         for name in tables():
-            for cid in self.campaign_ids(name):
+            for cid in self.campaign_ids(name, links):
                 path = self.partition_file(name, cid)
                 problem = self.file_problem(name, path)
                 if problem is not None:
                     found.append(Problem(path, problem, repairable=False))
-        return found
+        found += [Problem(link.path, link.reason, repairable=False) for link in links]
+        return sorted(found, key=lambda problem: str(problem.path))
+
+    def _strays_or_links(self, links: list[StoreLinkError]) -> list[Path]:
+        """The strays; none when a link is in the way (appended to ``links``)."""
+        try:
+            return self._strays()
+        except StoreLinkError as exc:
+            links.append(exc)
+            return []
 
     @contextlib.contextmanager
     def shared_lock(self) -> Iterator[None]:
         """Wait for a running write to finish and keep writers out, without creating a file:
         `query`, `report` and `store check` read under it. Never take a write's lock (a
         transaction) inside it: the two are separate open files, so that would wait forever."""
-        try:
-            handle = open(self.root / _LOCK_FILE, "rb")  # noqa: SIM115 (closed below)
-        except FileNotFoundError:
+        with folders(self.root) as dirs:
+            fd = open_file(dirs, (_LOCK_FILE,), os.O_RDONLY)
+        if fd is None:
             yield
             return
-        with handle:
+        with os.fdopen(fd, "rb") as handle:
             fcntl.flock(handle, fcntl.LOCK_SH)
             try:
                 yield
@@ -591,7 +716,7 @@ def known_campaigns(store: Store, wanted: Sequence[str] | None = None) -> list[s
     if wanted is None:
         return store.campaign_ids("campaigns")
     # only the wanted partitions are looked at: one campaign of a large store stays fast
-    unknown = [c for c in wanted if not store.partition_file("campaigns", c).is_file()]
+    unknown = [c for c in wanted if not store.has_partition("campaigns", c)]
     if unknown:
         known = store.campaign_ids("campaigns")
         have = ", ".join(known[:10]) + (" …" if len(known) > 10 else "")
