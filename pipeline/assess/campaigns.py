@@ -25,7 +25,8 @@ from pipeline.assess.quantities import ATTEMPT
 from pipeline.contracts import OUTPUT_TABLES, table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
-from pipeline.policy import INTERVAL_METHODS, bound_problem, policy_sha256
+from pipeline.ingest.declare import spec
+from pipeline.policy import bound_problem, policy_sha256
 from pipeline.store.staleness import staleness
 from pipeline.store.tables import Store, Transaction, known_campaigns
 
@@ -107,18 +108,16 @@ def _bool(text: str) -> bool:
 
 
 def _checked(key: str, text: str) -> Any:
-    if key == "decision":
-        if text not in ("median", "paired"):
-            raise ValueError("expected median or paired")
+    field = spec("campaign", "policy", key)
+    if "enum" in field:
+        if text not in field["enum"]:
+            allowed = field["enum"]
+            raise ValueError(f"expected {(' or ' if len(allowed) == 2 else ', ').join(allowed)}")
         return text
-    if key == "require_explanation":
+    if field["type"] == "boolean":
         return _bool(text)
-    if key == "interval":
-        if text not in INTERVAL_METHODS:
-            raise ValueError(f"expected {', '.join(INTERVAL_METHODS)}")
-        return text
     value: int | float
-    if key in ("resamples", "seed", "min_pairs"):
+    if field["type"] == "integer":
         value = int(text)
     else:
         value = float(text)

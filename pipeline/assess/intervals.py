@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from pipeline.assess.bootstrap import mean_in_order, paired_intervals
+from pipeline.policy import INTERVAL_METHODS
 
-Method = Literal["percentile", "expanded_percentile", "student_t"]
-METHODS: tuple[Method, ...] = ("percentile", "expanded_percentile", "student_t")
+Method = str
+"""One of METHODS: the values campaign.schema.json allows for the policy field `interval`."""
+METHODS: tuple[Method, ...] = INTERVAL_METHODS
 FloatArray = npt.NDArray[np.float64]
 
 

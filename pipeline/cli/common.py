@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from pipeline.errors import EXIT_CODES_HELP, UsageError
+from pipeline.ingest.declare import DocumentKind, bounds, choices
 
 STDOUT = "-"
 """`-o -` / `--output -`: write to stdout instead of a file."""
@@ -130,3 +131,20 @@ def write_output(output: str | Path | None, data: str | bytes) -> Path | None:
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
     return path
+
+
+def declared_range(kind: DocumentKind, *path: str) -> Any:
+    """The click range of a field: the bounds its schema declares, the ones ingest checks, so
+    `--help` shows what will be accepted."""
+    limits = bounds(kind, *path)
+    low, high, low_open, high_open = limits.low, limits.high, limits.low_open, limits.high_open
+    if limits.integer:
+        low_int = None if low is None else int(low)
+        high_int = None if high is None else int(high)
+        return click.IntRange(low_int, high_int, min_open=low_open, max_open=high_open)
+    return click.FloatRange(low, high, min_open=low_open, max_open=high_open)
+
+
+def declared_choice(kind: DocumentKind, *path: str) -> click.Choice:
+    """The values a field's schema allows, as a click choice."""
+    return click.Choice(choices(kind, *path))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.common import command, is_stdout, output_option
+from pipeline.cli.common import command, declared_choice, declared_range, is_stdout, output_option
 from pipeline.errors import ExitCode, UsageError
 from pipeline.importers import (
     DEFAULT_NAME_PATTERN,
@@ -22,10 +22,13 @@ from pipeline.importers import (
 @click.argument("fmt", metavar="FORMAT", type=click.Choice(FORMATS))
 @click.argument("files", metavar="FILE...", nargs=-1)
 @click.option(
-    "--side", type=click.Choice(["baseline", "candidate"]), default=None, help="Side of the run."
+    "--side", type=declared_choice("measurement", "side"), default=None, help="Side of the run."
 )
 @click.option(
-    "--repetition", type=click.IntRange(min=0), default=None, help="Repetition index (>= 0)."
+    "--repetition",
+    type=declared_range("measurement", "repetition"),
+    default=None,
+    help="Repetition index (>= 0).",
 )
 @click.option(
     "--batch",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli.common import command, group, store_option
+from pipeline.cli.common import command, declared_choice, declared_range, group, store_option
 from pipeline.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -21,17 +21,10 @@ if TYPE_CHECKING:
     from pipeline.record.rounds import RoundResult
     from pipeline.record.runner import TraceOptions
 
-INT64_MAX = 2**63 - 1
-
 
 def policy_range(key: str) -> Any:
-    """The click range of policy field ``key``: the bounds campaign.schema.json gives it, the
-    ones ingest checks, so `campaign start --help` shows what will be accepted."""
-    from pipeline.contracts import document_schema
-
-    spec = document_schema("campaign")["properties"]["policy"]["properties"][key]
-    bounds = {"min": spec.get("minimum"), "max": spec.get("maximum")}
-    return click.IntRange(**bounds) if spec["type"] == "integer" else click.FloatRange(**bounds)
+    """The click range of policy field ``key`` (campaign.schema.json's bounds)."""
+    return declared_range("campaign", "policy", key)
 
 
 # -- campaign start / final -----------------------------------------------------------------
@@ -51,21 +44,21 @@ def campaign_group() -> None:
 @click.option("--metric", required=True, help="Name of the end-to-end metric, e.g. seconds.")
 @click.option(
     "--better",
-    type=click.Choice(["lower", "higher"]),
+    type=declared_choice("campaign", "metric", "better"),
     default="lower",
     show_default=True,
     help="lower for a time, higher for a throughput.",
 )
 @click.option(
     "--kind",
-    type=click.Choice(["project", "benchmark"]),
+    type=declared_choice("campaign", "kind"),
     default="project",
     show_default=True,
     help="A benchmark campaign refuses mechanism declarations.",
 )
 @click.option(
     "--decision",
-    type=click.Choice(["median", "paired"]),
+    type=declared_choice("campaign", "policy", "decision"),
     default=None,
     help="Verdict rule (default median).",
 )
@@ -83,7 +76,7 @@ def campaign_group() -> None:
 )
 @click.option(
     "--confidence",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=policy_range("confidence"),
     default=None,
     help="Interval confidence (default 0.95).",
 )
@@ -102,7 +95,7 @@ def campaign_group() -> None:
 )
 @click.option(
     "--interval",
-    type=click.Choice(["percentile", "expanded_percentile", "student_t"]),
+    type=declared_choice("campaign", "policy", "interval"),
     default="percentile",
     show_default=True,
     help="Interval method.",
@@ -209,7 +202,7 @@ def run_options(function: Any) -> Any:
                      help="Warm-up runs per side before repetition 0 (not recorded)."),
         click.option("--mechanism-file", type=click.Path(dir_okay=False, path_type=Path),
                      default=None, help="The declaration, saved before any candidate run."),
-        click.option("--order-seed", type=click.IntRange(0, INT64_MAX), default=None,
+        click.option("--order-seed", type=declared_range("attempt", "order_seed"), default=None,
                      help="Seed of the balanced run order (default: random, recorded)."),
         click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
                      help="Seconds after which a run is killed and counted failed."),
@@ -302,7 +295,7 @@ def render_round(result: RoundResult) -> str:
 @run_options
 @click.option(
     "--decision",
-    type=click.Choice(["median", "paired"]),
+    type=declared_choice("campaign", "policy", "decision"),
     default="paired",
     show_default=True,
     help="Verdict rule.",
@@ -323,7 +316,7 @@ def render_round(result: RoundResult) -> str:
 @click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
 @click.option(
     "--better",
-    type=click.Choice(["lower", "higher"]),
+    type=declared_choice("campaign", "metric", "better"),
     default="lower",
     show_default=True,
     help="higher needs the metric in $EXPLAIN_MEASUREMENT.",

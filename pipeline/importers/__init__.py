@@ -15,19 +15,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from pipeline.allocator import load_polars
-from pipeline.contracts import document_schema
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
-
-if TYPE_CHECKING:  # imported when a line is checked: the command line's --help stays fast
-    from jsonschema import Draft202012Validator
-
-Side = Literal["baseline", "candidate"]
+from pipeline.ingest.declare import Side
 
 
 @dataclass(frozen=True)
@@ -205,38 +199,22 @@ def build_line(
     return line
 
 
-@cache
-def _validator() -> Draft202012Validator:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(document_schema("measurement"))
-
-
-def _numbers(value: Any, where: str) -> list[tuple[str, float]]:
-    if isinstance(value, dict):
-        return [item for k, v in value.items() for item in _numbers(v, f"{where}.{k}")]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return [(where.lstrip("."), float(value))]
-    return []
-
-
 def check_line(line: Mapping[str, Any]) -> None:
-    """The project's own measurement contract: the JSON Schema, and every number finite."""
-    from pipeline.ingest.validate import parse_json, plainly_valid_line, plainly_valid_run  # numpy
+    """The measurement contract, by ingest's own check (the same rules, the same words): the
+    first problem of the line is an ImportFormatError."""
+    from pipeline.ingest.validate import (  # numpy: loaded when a line is checked
+        check_document,
+        field_name,
+        parse_json,
+        plainly_valid_line,
+    )
 
     if plainly_valid_line(line):  # certainly valid: no JSON text, no jsonschema
         return
-
-    if plainly_valid_run(parse_json(json.dumps(line))):  # certainly valid: skip jsonschema
-        return
-    for name, value in _numbers(dict(line), ""):
-        if not math.isfinite(value):
-            raise ImportFormatError(f'field "{name}": expected a finite number, got {value}')
-    errors = sorted(_validator().iter_errors(dict(line)), key=lambda e: list(e.absolute_path))
-    if errors:
-        first = errors[0]
-        where = ".".join(str(p) for p in first.absolute_path) or "(line)"
-        raise ImportFormatError(f'field "{where}": {first.message}')
+    problems = check_document("measurement", parse_json(json.dumps(line)))
+    if problems:
+        path, _, message = problems[0]
+        raise ImportFormatError(f'field "{field_name(path) or "(line)"}": {message}')
 
 
 # ----------------------------------------------------------------------------------- writing out

@@ -15,13 +15,14 @@ Python object per value; the files it does not vouch for go to the typed decoder
 
 How the typed decoders keep the rules without a Python loop per cell:
 - types, enumerations, bounds, unknown fields, NaN/Infinity and numbers too large for a float,
-  integers written as ``1.0``, invalid UTF-8 and lone surrogates: the msgspec decoders below
-  refuse them;
+  integers written as ``1.0``, invalid UTF-8 and lone surrogates: the msgspec decoders, built
+  from the schemas by :mod:`pipeline.ingest.declare`, refuse them;
 - repeated keys (which a decoder silently collapses): the keys decoded are counted from the
   lengths of the decoded objects and compared with the ``":`` of the file, which is at least the
   number of keys written; equal counts prove that no key was written twice;
-- ``metric > 0`` for an ok run, a breakdown mixing flat and nested entries, ``(side, repetition)``
-  twice in one file: column expressions over all the lines of the batch.
+- ``metric > 0`` for an ok run (the schema's ``if``/``then``, as a column expression from the
+  same declaration), a breakdown mixing flat and nested entries, ``(side, repetition)`` twice in
+  one file: column expressions over all the lines of the batch.
 """
 
 from __future__ import annotations
@@ -34,101 +35,37 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import msgspec
 import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.json as pj
-from msgspec import UNSET, Meta, Struct, UnsetType
+from msgspec import UNSET, Struct
 
 from pipeline.contracts import table
+from pipeline.ingest.declare import (
+    column_rules,
+    conditional_rules,
+    spec,
+    struct,
+    timestamp_fields,
+)
 from pipeline.ingest.validate import (
     ATTEMPT_FILE,
-    INT64_MAX,
     MECHANISM_FILE,
     AttemptFiles,
     Document,
     parse_timestamp,
 )
 
-_ID = Annotated[str, Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
-_COUNT = Annotated[int, Meta(ge=0, le=INT64_MAX)]
-_NUMBER = Annotated[float, Meta(ge=0)]  # msgspec refuses NaN, Infinity and 1e400
-_TEXT = Annotated[str, Meta(min_length=1)]
-_SHA256 = Annotated[str, Meta(pattern=r"^[0-9a-f]{64}$")]
-
-
-class _Attempt(Struct, forbid_unknown_fields=True):
-    schema: Literal["explain-pipeline/attempt/v1"]
-    attempt_id: _ID
-    round: _COUNT
-    candidate: _TEXT
-    baseline: _TEXT
-    status: Literal["completed", "failed", "aborted"]
-    started_at: str
-    declared_at: str | UnsetType = UNSET
-    mechanism_sha256: _SHA256 | UnsetType = UNSET
-    order_seed: _COUNT | UnsetType = UNSET
-    recorder: _TEXT | UnsetType = UNSET
-    environment: dict[str, str] | UnsetType = UNSET
-
-
-class _Metric(Struct, forbid_unknown_fields=True):
-    name: _TEXT
-    better: Literal["lower", "higher"]
-
-
-class _Policy(Struct, forbid_unknown_fields=True):
-    decision: Literal["median", "paired"] | UnsetType = UNSET
-    require_explanation: bool | UnsetType = UNSET
-    min_improvement_pct: Annotated[float, Meta(ge=0, le=1000)] | UnsetType = UNSET
-    confidence: Annotated[float, Meta(gt=0, lt=1)] | UnsetType = UNSET
-    resamples: Annotated[int, Meta(ge=1, le=1_000_000)] | UnsetType = UNSET
-    seed: _COUNT | UnsetType = UNSET
-    min_pairs: Annotated[int, Meta(ge=5, le=1_000_000)] | UnsetType = UNSET
-    interval: Literal["percentile", "expanded_percentile", "student_t"] | UnsetType = UNSET
-
-
-class _Campaign(Struct, forbid_unknown_fields=True):
-    schema: Literal["explain-pipeline/campaign/v1"]
-    campaign_id: _ID
-    kind: Literal["project", "benchmark"]
-    created_at: str
-    metric: _Metric
-    policy: _Policy
-    policy_sha256: _SHA256
-
-
-class _Expectation(Struct, forbid_unknown_fields=True):
-    target: Literal["region", "counter"]
-    name: _TEXT
-    expect: Literal["decrease", "increase", "unchanged"]
-
-
-class _Mechanism(Struct, forbid_unknown_fields=True):
-    schema: Literal["explain-pipeline/mechanism/v1"]
-    hypothesis: str
-    expectations: Annotated[list[_Expectation], Meta(min_length=1)]
-
-
-class _Run(Struct, forbid_unknown_fields=True):
-    side: Literal["baseline", "candidate"]
-    repetition: _COUNT
-    status: Literal["ok", "failed"]
-    metric: _NUMBER | UnsetType = UNSET
-    breakdown: dict[str, _NUMBER | dict[str, _NUMBER]] | UnsetType = UNSET
-    counters: dict[str, _NUMBER] | UnsetType = UNSET
-    order: Annotated[int, Meta(ge=0, le=1)] | UnsetType = UNSET
-    started_at: str | UnsetType = UNSET
-    finished_at: str | UnsetType = UNSET
-
-
-_ATTEMPT = msgspec.json.Decoder(_Attempt)
-_MECHANISM = msgspec.json.Decoder(_Mechanism)
-_CAMPAIGN = msgspec.json.Decoder(_Campaign)
-_RUN = msgspec.json.Decoder(_Run)
+# The typed decoders, built from the schemas' declaration (fields, types, enumerations, patterns,
+# bounds); the rules across fields are checked below.
+_ATTEMPT = msgspec.json.Decoder(struct("attempt"))
+_MECHANISM = msgspec.json.Decoder(struct("mechanism"))
+_CAMPAIGN = msgspec.json.Decoder(struct("campaign"))
+_RUN = msgspec.json.Decoder(struct("measurement"))
 _SPACED_COLON = re.compile(rb'"[ \t\r\n]+:')
 _BOM = b"\xef\xbb\xbf"
 _EMPTY: dict[str, Any] = {}
@@ -162,7 +99,7 @@ def _document(body: bytes, decoder: msgspec.json.Decoder[Any], extra_keys: Any) 
     return item if _keys_written(body) == keys else None
 
 
-def _environment_keys(attempt: _Attempt) -> int:
+def _environment_keys(attempt: Any) -> int:
     return 0 if attempt.environment is UNSET else len(attempt.environment)
 
 
@@ -180,7 +117,7 @@ def fast_campaign(body: bytes, folder_name: str) -> Document | None:
     return Document(msgspec.json.decode(text), hashlib.sha256(body).hexdigest(), text)
 
 
-def _campaign_keys(campaign: _Campaign) -> int:
+def _campaign_keys(campaign: Any) -> int:
     return 2 + len(_set_fields(campaign.policy))  # metric's name and better, the policy's
 
 
@@ -234,7 +171,7 @@ class Lines:
 
     attempt: np.ndarray  # position of the attempt in the batch
     line: np.ndarray  # 1-based line number in its file
-    runs: list[_Run]
+    runs: list[Any]
     written_keys: np.ndarray  # per attempt: the key bound of its file (-1: unsure)
 
 
@@ -250,7 +187,7 @@ def _one_object_per_line(body: bytes) -> int:
     return newlines + 1 if core.count(b"}\n{") == newlines else 0
 
 
-def _file_runs(body: bytes) -> tuple[list[int], list[_Run]]:
+def _file_runs(body: bytes) -> tuple[list[int], list[Any]]:
     """Line numbers and decoded runs of the non-blank lines (raises a msgspec error)."""
     body = _no_bom(body)
     n = _one_object_per_line(body)
@@ -268,7 +205,7 @@ def decode_lines(bodies: Sequence[bytes]) -> tuple[Lines, np.ndarray]:
     decoded: list[bool] = []
     attempts: list[np.ndarray] = []
     numbers: list[int] = []
-    runs: list[_Run] = []
+    runs: list[Any] = []
     written: list[int] = []
     for position, body in enumerate(bodies):
         try:
@@ -304,7 +241,7 @@ def _given(values: list[Any]) -> list[dict[str, Any]]:
     return [_EMPTY if v is UNSET else v for v in values]
 
 
-def breakdown_cells(runs: list[_Run]) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
+def breakdown_cells(runs: list[Any]) -> tuple[pl.DataFrame, np.ndarray, np.ndarray]:
     """Breakdown cells (run, step, region, seconds) in line and key order, a flat breakdown
     being the step ``all``; per line, whether it mixes flat and nested entries, and its keys."""
     n_steps, steps, values = _flatten(_given(list(map(_BREAKDOWN, runs))))
@@ -344,7 +281,7 @@ def breakdown_cells(runs: list[_Run]) -> tuple[pl.DataFrame, np.ndarray, np.ndar
     return cells, mixed, keys
 
 
-def counter_cells(runs: list[_Run]) -> tuple[pl.DataFrame, np.ndarray]:
+def counter_cells(runs: list[Any]) -> tuple[pl.DataFrame, np.ndarray]:
     """Counter entries (run, counter, value) in line and key order, and the keys per line."""
     sizes, names, values = _flatten(_given(list(map(_COUNTERS, runs))))
     cells = pl.DataFrame(
@@ -449,14 +386,10 @@ def decode_and_check(bodies: Sequence[bytes]) -> Checked:
     has_counters = _present(list(map(_COUNTERS, runs)))
     recorded = sum(_present(values) for values in (order, started, finished))
     keys = 3 + has_metric + has_breakdown + has_counters + recorded + breakdown_keys + counter_keys
-    unnamed = np.zeros(len(runs), bool)  # an empty step, region or counter name
-    for cells, names in ((breakdown, ("step", "region")), (counters, ("counter",))):
-        empty = cells.filter(pl.any_horizontal(pl.col(n) == "" for n in names))["run"]
-        unnamed[empty.to_numpy()] = True
     bad = frame.select(
-        bad=((pl.col("status") == "ok") & ~(pl.col("metric") > 0).fill_null(False))
+        bad=~conditional_rules("measurement", {"metric"}).fill_null(False)
         | pl.struct("attempt", "side", "repetition").is_duplicated()
-        | pl.Series(mixed | unnamed | ~started_ok | ~finished_ok)
+        | pl.Series(mixed | ~started_ok | ~finished_ok)
     )["bad"].to_numpy()
     n = len(bodies)
     failed = np.bincount(lines.attempt[bad], minlength=n) > 0
@@ -486,14 +419,11 @@ def decode_and_check(bodies: Sequence[bytes]) -> Checked:
 # bits as Python's float() of that text (tests/test_bulk.py checks it on hard cases). A file the
 # columnar reader does not vouch for goes to the typed decoders, and so on to the per-line
 # validator.
-_LEAF_TYPES = {
-    "side": pa.string(),
-    "repetition": pa.int64(),
-    "status": pa.string(),
-    "metric": pa.float64(),
-    "order": pa.int64(),
-    "started_at": pa.string(),
-    "finished_at": pa.string(),
+_ARROW_TYPES = {"string": pa.string(), "integer": pa.int64(), "number": pa.float64()}
+_LEAF_TYPES = {  # the run fields that are one value (an enumeration is a string)
+    name: _ARROW_TYPES[field.get("type", "string")]
+    for name, field in spec("measurement")["properties"].items()
+    if field.get("type", "string") in _ARROW_TYPES
 }
 
 
@@ -727,28 +657,15 @@ def _columnar_group(
     )
     good = (
         runs.select(
-            pl.col("side").is_in(["baseline", "candidate"])
-            & pl.col("status").is_in(["ok", "failed"])
-            & (pl.col("repetition") >= 0)
+            column_rules("measurement", names)
             & ~pl.struct("attempt", "side", "repetition").is_duplicated()
-            & (
-                (pl.col("status") == "failed") | (pl.col("metric") > 0)
-                if "metric" in names
-                else pl.col("status") == "failed"
-            )
-            & (
-                pl.col("metric").is_finite() & (pl.col("metric") >= 0)
-                if "metric" in names
-                else True
-            )
-            & (pl.col("order").is_in([0, 1]) if "order" in names else True)
         )
         .to_series()
         .fill_null(False)
         .to_numpy()
     )
     stamps = {}
-    for name in ("started_at", "finished_at"):
+    for name in timestamp_fields("measurement"):
         if name in names:
             parsed = [None if s is None else parse_timestamp(s) for s in runs[name].to_list()]
             good &= np.fromiter(map(is_not, parsed, repeat(None)), bool, len(parsed))

@@ -36,14 +36,22 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from pipeline.contracts import document_schema
+from pipeline.ingest.declare import (
+    ID_FIELDS,
+    ID_PATTERN,
+    RUN_STATUSES,
+    SIDES,
+    DocumentKind,
+    bounds,
+    spec,
+    timestamp_fields,
+)
 from pipeline.ingest.files import InputFileError, MiB, read_regular
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 SCHEMA_PREFIX = "explain-pipeline/"
-INT64_MAX = 2**63 - 1
 MAX_DEPTH = 32
 """Deepest nesting of objects and arrays accepted (valid documents need 3)."""
 MAX_DOCUMENT_BYTES = 16 * MiB
@@ -51,7 +59,6 @@ MAX_DOCUMENT_BYTES = 16 * MiB
 MAX_MEASUREMENTS_BYTES = 256 * MiB
 """Largest measurements.jsonl read (about a million runs with a small breakdown each)."""
 
-DocumentKind = Literal["campaign", "attempt", "mechanism", "measurement"]
 JsonPath = tuple[str | int, ...]
 
 
@@ -372,7 +379,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
     elif keyword in _BOUNDS:
         yield path, "out_of_range", f"must be {_BOUNDS[keyword]} {expected}, got {describe(got)}"
     elif keyword == "pattern":
-        code = "bad_id" if path and path[-1] in ("campaign_id", "attempt_id") else "bad_format"
+        code = "bad_id" if path and path[-1] in ID_FIELDS else "bad_format"
         yield path, code, f"must match {expected}, got {describe(got)}"
     elif "propertyNames" in error.absolute_schema_path:
         yield path, "empty", "has an empty name (steps, regions and counters need one)"
@@ -467,19 +474,9 @@ def check_document(
 # jsonschema costs about a millisecond per run line; nearly every line of real data is valid. This
 # check accepts only lines that certainly satisfy measurement.schema.json and every rule below
 # (a property test holds it to that); anything else takes the full path, which explains the error.
-_RUN_FIELDS = frozenset(
-    {
-        "side",
-        "repetition",
-        "status",
-        "metric",
-        "breakdown",
-        "counters",
-        "order",
-        "started_at",
-        "finished_at",
-    }
-)
+_RUN_FIELDS = frozenset(spec("measurement")["properties"])
+_REPETITION = bounds("measurement", "repetition")
+_ORDER = bounds("measurement", "order")
 
 
 def _plain_number(value: Any) -> bool:
@@ -508,10 +505,10 @@ def _plain_breakdown(breakdown: Any) -> bool:
 def _plain_recording(doc: _Object) -> bool:
     """The recorder's optional fields: order 0 or 1, timestamps RFC 3339."""
     order = doc.get("order", 0)
-    stamps = [doc[k] for k in ("started_at", "finished_at") if k in doc]
+    stamps = [doc[k] for k in timestamp_fields("measurement") if k in doc]
     return (
         type(order) is int
-        and order in (0, 1)
+        and _ORDER.problem(order) is None
         and all(type(s) is str and parse_timestamp(s) is not None for s in stamps)
     )
 
@@ -544,9 +541,9 @@ def plainly_valid_line(line: Mapping[str, Any]) -> bool:
     breakdown: Any = line.get("breakdown", {})
     return (
         line.keys() <= _LINE_FIELDS
-        and line.get("side") in ("baseline", "candidate")
+        and line.get("side") in SIDES
         and type(repetition) is int
-        and 0 <= repetition <= INT64_MAX
+        and _REPETITION.problem(repetition) is None
         and line.get("status") == "ok"
         and _plain_number(metric)
         and metric > 0
@@ -562,10 +559,10 @@ def plainly_valid_run(doc: Any) -> bool:
         return False
     repetition, status, metric = doc.get("repetition"), doc.get("status"), doc.get("metric", None)
     return (
-        doc.get("side") in ("baseline", "candidate")
+        doc.get("side") in SIDES
         and type(repetition) is int
-        and 0 <= repetition <= INT64_MAX
-        and status in ("ok", "failed")
+        and _REPETITION.problem(repetition) is None
+        and status in RUN_STATUSES
         and (("metric" not in doc and status == "failed") or _plain_number(metric))
         and (status == "failed" or (metric is not None and metric > 0))
         and ("breakdown" not in doc or _plain_breakdown(doc["breakdown"]))
@@ -591,11 +588,11 @@ def _schema_field(kind: DocumentKind, doc: Any) -> tuple[JsonPath, str, str] | N
 def _semantic_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, str, str]]:
     if not isinstance(doc, dict):
         return
-    for key in ("campaign_id", "attempt_id"):
+    for key in ID_FIELDS:
         value = doc.get(key)
         if isinstance(value, str) and not valid_id(value):
             yield (key,), "bad_id", f"must match ^{ID_PATTERN.pattern}$, got {describe(value)}"
-    for key in ("created_at", "declared_at", "started_at", "finished_at"):
+    for key in timestamp_fields(kind):
         value = doc.get(key)
         problem = timestamp_problem(value) if isinstance(value, str) else None
         if problem is not None:
@@ -744,7 +741,7 @@ def _run_key(doc: Any) -> tuple[str, int] | None:
     if not isinstance(doc, dict):
         return None
     side, repetition = doc.get("side"), doc.get("repetition")
-    if side not in ("baseline", "candidate") or not isinstance(repetition, int):
+    if side not in SIDES or not isinstance(repetition, int):
         return None
     if not _strict_integer(None, repetition):
         return None

@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 import secrets
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-Side = Literal["baseline", "candidate"]
-SIDES: tuple[Side, Side] = ("baseline", "candidate")
+from pipeline.ingest.declare import SIDES, Side
+
+__all__ = ["SIDES", "Side", "Slot"]
+
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from pipeline import __version__
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingest.validate import (
     ATTEMPT_FILE,
+    ID_PATTERN,
     MEASUREMENTS_FILE,
     MECHANISM_FILE,
     Document,
@@ -156,7 +157,7 @@ def _attempt_id(request: RoundRequest, number: int) -> str:
     attempt_id = request.attempt_id or f"r{number:03d}"
     if not valid_id(attempt_id):
         raise UsageError(
-            f"--attempt-id {attempt_id!r}: must match ^[A-Za-z0-9][A-Za-z0-9._-]{{0,127}}$"
+            f"--attempt-id {attempt_id!r}: must match ^{ID_PATTERN.pattern}$"
         )
     if (request.campaign_dir / attempt_id).exists():
         raise UsageError(f"{request.campaign_dir / attempt_id}: already exists")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import UsageError
+from pipeline.ingest.declare import SIDES
 from pipeline.study.stored import write_attempt, write_campaign
 
 if TYPE_CHECKING:  # imported where used: the command line builds its options from Model
@@ -50,7 +51,6 @@ Noise = Literal["lognormal", "t3", "outliers"]
 NOISES: tuple[Noise, ...] = ("lognormal", "t3", "outliers")
 _NOISE_KEY: dict[str, int] = {"t3": 1, "outliers": 2}  # log-normal keeps the original keys
 Order = Literal["baseline_first", "balanced"]
-SIDES = ("baseline", "candidate")
 REGIONS = ("attention", "mlp", "sampling", "comm")
 DEFAULT_REPETITIONS: tuple[int, ...] = (3, 5, 10, 20)
 DEFAULT_ATTEMPTS = 1000
