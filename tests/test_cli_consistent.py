@@ -132,8 +132,9 @@ def test_gate_passes_and_fails_on_the_gated_attempts_final_verdict(
 def test_gate_usage_errors(
     store: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
-    code, _, err = cli(["assess", "c1", "--store", str(store), *extra], capsys)
-    assert (code, err) == (2, f"error: {message}\n")
+    """Refused before any output: no verdict table printed above the usage error."""
+    code, out, err = cli(["assess", "c1", "--store", str(store), *extra], capsys)
+    assert (code, out, err) == (2, "", f"error: {message}\n")
 
 
 def test_gate_on_a_blocked_campaign_is_the_integrity_exit(
@@ -198,3 +199,68 @@ def test_report_all_shared_plotly(
     code, _, err = cli(["report", "c1", "--shared-plotly", "--store", str(store)], capsys)
     assert (code, err) == (2, "error: --shared-plotly needs --all (a single page carries "
                               "plotly.js itself)\n")  # fmt: skip
+
+
+# -- report -o: a file with a campaign id, a folder with --all ---------------------------------
+def test_report_output_with_one_campaign_is_that_file(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "report.html"
+    code, out, err = cli(["report", "c1", "--store", str(store), "-o", str(target)], capsys)
+    assert (code, out, err) == (0, f"{target}\n", "")
+    assert target.is_file() and target.read_text().startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("name", ["report.html", "Report.HTM"])
+def test_report_all_refuses_an_html_name_and_suggests_the_folder(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    target = tmp_path / name
+    code, out, err = cli(["report", "--all", "--store", str(store), "-o", str(target)], capsys)
+    stem = target.with_suffix("")
+    assert (code, out) == (2, "")
+    assert err == (f"error: -o {target}: with --all, -o is a folder (index.html and one page per "
+                   f"campaign go into it); give a folder, e.g. -o {stem}/, or one campaign: "
+                   f"report CAMPAIGN_ID -o {target}\n")  # fmt: skip
+    assert list(tmp_path.iterdir()) == []  # no folder called report.html/
+
+
+def test_report_of_one_campaign_refuses_a_folder(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for target in (str(tmp_path), str(tmp_path / "new") + "/"):
+        code, out, err = cli(["report", "c1", "--store", str(store), "-o", target], capsys)
+        assert (code, out) == (2, "") and err.startswith(f"error: -o {target}: is a folder; ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_help_names_the_output_path_not_a_folder(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = cli(["report", "--help"], capsys)
+    assert "-o, --output PATH" in out and "--output DIR" not in out
+
+
+# -- import --output creates the attempt's folder ------------------------------------------------
+def test_import_output_creates_missing_parent_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "attempts" / "c1" / "r01" / "measurements.jsonl"
+    args = ["import", "kineto", TRACE, "--side", "baseline", "--repetition", "0", "-o", str(target)]
+    code, out, _ = cli(args, capsys)
+    assert (code, out) == (0, "")
+    assert json.loads(target.read_text())["side"] == "baseline"
+
+
+# -- one error style -----------------------------------------------------------------------------
+@pytest.mark.parametrize("args", [
+    ["assess", "--bogus"],                     # click: unknown option
+    ["assess", "c1", "--format", "xml"],       # click: bad choice
+    ["round"],                                 # click: missing argument
+    ["report"],                                # the tool: neither CAMPAIGN_ID nor --all
+    ["assess", "c1", "--attempt", "r1"],       # the tool: --attempt without --gate
+])  # fmt: skip
+def test_click_and_the_tool_write_errors_alike(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(args, capsys)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].startswith("error: ") and "Error:" not in err

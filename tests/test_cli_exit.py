@@ -34,7 +34,7 @@ def test_output_to_a_file_is_flushed(tmp_path: Path) -> None:
         usage = subprocess.run([str(CLI), "assess", "--bogus"], stdout=stdout, stderr=stderr,
                                env=BUFFERED)  # fmt: skip
     assert usage.returncode == 2
-    assert err.read_text().endswith("Error: No such option '--bogus'.\n")
+    assert err.read_text().endswith("\n\nerror: No such option '--bogus'.\n")
 
 
 def test_python_dash_m_and_exit_handlers() -> None:

@@ -777,5 +777,6 @@ def test_cli_output_that_is_a_folder_is_a_usage_error(
     )
     assert (code, err) == (
         2,
-        f"error: {tmp_path}: is a folder; give a file name (a folder only with --all)\n",
+        f"error: -o {tmp_path}: is a folder; with a CAMPAIGN_ID, -o is the page's file "
+        f"(e.g. -o {tmp_path / 'report.html'}); a folder only with --all\n",
     )

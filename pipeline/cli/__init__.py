@@ -6,7 +6,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import io
 import os
+import re
 import sys
 from typing import NoReturn
 
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("aborted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
-        exc.show()
+        show_click_error(exc)
         sys.exit(ExitCode.USAGE)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -113,6 +115,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(ExitCode.INTERNAL)
     sys.exit(int(result) if isinstance(result, int) else ExitCode.OK)
+
+
+def show_click_error(exc: click.ClickException) -> None:
+    """Click's own errors (bad option, missing argument) in the tool's one style: click's usage
+    line and hint, then ``error: …`` where click writes ``Error: …``, so every error of the
+    command line starts the same way."""
+    buffer = io.StringIO()
+    exc.show(file=buffer)
+    shown = buffer.getvalue()
+    click.echo(re.sub(r"^Error: ", "error: ", shown, count=1, flags=re.MULTILINE), err=True,
+               nl=False)  # fmt: skip
 
 
 def run() -> NoReturn:

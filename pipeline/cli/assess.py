@@ -109,6 +109,11 @@ def assess_command(
     with open_engine(engine, ray_address) as runner:  # a bad engine option is reported first
         store = Store.open_existing(store_path)
         result = assess(store, wanted, what_if=overrides, engine=runner)
+    gated = None
+    if gate and not result.blocked.height:  # a bad --attempt is refused before any output
+        from pipeline.assess.campaigns import gated_attempt
+
+        gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
     if fmt == "table":
         click.echo(render_table(result), nl=False)
     else:
@@ -118,16 +123,13 @@ def assess_command(
         ids = ", ".join(result.blocked["campaign_id"].unique(maintain_order=True))
         click.echo(f"error: blocked by integrity errors: {ids}", err=True)
         return int(result.exit_code)
-    if gate:
-        return _gate(result, campaign_id or "", gate_attempt)
+    if gated is not None:
+        return _gate(gated)
     return int(result.exit_code)
 
 
-def _gate(result: AssessResult, campaign_id: str, attempt_id: str | None) -> int:
+def _gate(row: dict[str, Any]) -> int:
     """One line on stderr; exit 0 when the gated attempt's final verdict is PASS, else 5."""
-    from pipeline.assess.campaigns import gated_attempt
-
-    row = gated_attempt(result.assessments, campaign_id, attempt_id)
     verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
     where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
     if row["verdict"] == "PASS":

@@ -91,7 +91,7 @@ def engine_options(command: Any) -> Any:
     )(command)
 
 
-def output_option(help_text: str, *, dir_okay: bool = False) -> Any:
+def output_option(help_text: str, *, dir_okay: bool = False, metavar: str | None = None) -> Any:
     """The one -o/--output option; ``-`` means stdout wherever a file is written."""
     return click.option(
         "-o",
@@ -99,7 +99,7 @@ def output_option(help_text: str, *, dir_okay: bool = False) -> Any:
         "output",
         type=click.Path(dir_okay=dir_okay, allow_dash=True),
         default=None,
-        metavar="DIR" if dir_okay else "FILE",
+        metavar=metavar or ("DIR" if dir_okay else "FILE"),
         help=f"{help_text} `-` writes to stdout.",
     )
 

@@ -15,9 +15,11 @@ from pipeline.errors import ExitCode, UsageError
 @click.option("--all", "all_campaigns", is_flag=True, help="Report every campaign, with an index.")
 @store_option
 @output_option(
-    "File to write (default report-CAMPAIGN_ID.html); with --all, the folder for index.html "
-    "and one campaign-ID.html per campaign (default ./report). With a CAMPAIGN_ID,",
+    "With a CAMPAIGN_ID: the page's file (default report-CAMPAIGN_ID.html). With --all: the "
+    "folder for index.html and one campaign-ID.html per campaign (default ./report); a name "
+    "ending in .html is refused there. With a CAMPAIGN_ID,",
     dir_okay=True,
+    metavar="PATH",
 )
 @click.option(
     "--shared-plotly",
@@ -53,6 +55,9 @@ def report(
       explain-pipeline report llama-decode-2026-11 --what-if decision=paired
       explain-pipeline report --all -o report/
       explain-pipeline report --all -o report/ --shared-plotly   # many campaigns
+
+    -o is the page's file with a CAMPAIGN_ID, the folder with --all (there a name ending in
+    .html is refused: the folder form is suggested).
     """
     from pipeline.report import (  # plotly: only here
         default_output,
@@ -68,6 +73,8 @@ def report(
         raise UsageError("-o -: only one campaign's page goes to stdout; give a folder with --all")
     if shared_plotly and not all_campaigns:
         raise UsageError("--shared-plotly needs --all (a single page carries plotly.js itself)")
+    if output and not is_stdout(output):
+        check_output(output, all_campaigns)
     from pipeline.assess.campaigns import overrides, parse_what_if
     from pipeline.store.tables import Store
 
@@ -90,6 +97,27 @@ def report(
         )
     click.echo(result.index)
     return ExitCode.OK
+
+
+def check_output(output: str, all_campaigns: bool) -> None:
+    """-o is a file with a CAMPAIGN_ID and a folder with --all; a path that says the other (a
+    name ending in .html for --all, an existing folder or a trailing slash for one campaign)
+    is refused before anything is written, with the form that works."""
+    path = Path(output)
+    if all_campaigns:
+        if path.suffix.lower() in (".html", ".htm"):
+            raise UsageError(
+                f"-o {output}: with --all, -o is a folder (index.html and one page per campaign "
+                f"go into it); give a folder, e.g. -o {path.with_suffix('')}/, or one campaign: "
+                f"report CAMPAIGN_ID -o {output}"
+            )
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"-o {output}: is a file; with --all, -o is a folder")
+    elif output.endswith(("/", "\\")) or path.is_dir():
+        raise UsageError(
+            f"-o {output}: is a folder; with a CAMPAIGN_ID, -o is the page's file "
+            f"(e.g. -o {path / 'report.html'}); a folder only with --all"
+        )
 
 
 COMMANDS: list[click.Command] = [report]

@@ -264,6 +264,7 @@ def write_lines(lines: Sequence[Mapping[str, Any]], output: Path | None) -> None
     else:
         prefix = ""
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)  # a new attempt's folder, as documented
         with output.open("a", encoding="utf-8") as handle:
             handle.write(prefix + text)
     except OSError as exc:
