@@ -405,8 +405,10 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
     reference, _ = import_line("kineto", [str(KINETO)], side="baseline", repetition=0)
     for line in lines_of(campaign / "r001"):
         assert line["status"] == "ok"
-        for key in ("metric", "breakdown", "counters"):
+        for key in ("metric", "breakdown"):
             assert line[key] == reference[key]
+        ours = {k: v for k, v in line["counters"].items() if not k.startswith("rusage.")}
+        assert ours == reference["counters"]  # and the recorder's rusage.* beside them
     code, _, _ = run_main(round_args(campaign, copy, nothing, "-n", "1", "--trace", "kineto"),
                           capsys)  # fmt: skip
     assert code == 6  # the candidate left no trace: not one pair

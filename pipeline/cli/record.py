@@ -6,6 +6,7 @@ only by the commands that need them, so `--help` stays fast.
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from pipeline.errors import ExitCode
 
 if TYPE_CHECKING:
     from pipeline.record.campaign import AbResult, FinalResult
+    from pipeline.record.measure import MeasureOptions
     from pipeline.record.rounds import RoundResult
     from pipeline.record.runner import TraceOptions
 
@@ -221,6 +223,41 @@ def run_options(function: Any) -> Any:
     return function
 
 
+def measure_options(function: Any) -> Any:
+    """--measure, --suite-metric, --metric-source and --counters of round and ab, handed to the
+    command as one ``measure`` (a MeasureOptions): how each run is measured (docs/suites.md)."""
+    from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
+    from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES
+
+    options = [
+        click.option("--measure", "suite", type=click.Choice(SUITE_FORMATS), default=None,
+                     help="The command runs a benchmark suite writing its results to {results} "
+                     "($EXPLAIN_RESULTS): each benchmark becomes a region."),
+        click.option("--suite-metric", type=click.Choice(SUITE_METRICS), default="sum",
+                     show_default=True, help="--measure: the run's metric is the sum of the "
+                     "benchmarks' median per-iteration times, or their geometric mean."),
+        click.option("--metric-source", type=click.Choice(METRIC_SOURCES), default="wall",
+                     show_default=True, help="Without a metric from the command: its wall-clock "
+                     "time, or its CPU time (user + system)."),
+        click.option("--counters", "counter_sets", type=click.Choice(COUNTER_SETS),
+                     multiple=True, help="instructions: run each run under valgrind (cachegrind) "
+                     "and record the instructions executed (~70x slower)."),
+    ]  # fmt: skip
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, suite: str | None, suite_metric: str, metric_source: str,
+                counter_sets: tuple[str, ...], **kwargs: Any) -> Any:  # fmt: skip
+        from pipeline.record.measure import MeasureOptions
+
+        chosen = MeasureOptions(suite, suite_metric, metric_source, tuple(dict.fromkeys(
+            counter_sets)))  # fmt: skip
+        return function(*args, measure=chosen, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
 @command("round")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--baseline", required=True, metavar="LABEL", help="What the baseline is.")
@@ -229,11 +266,12 @@ def run_options(function: Any) -> Any:
 @click.option("--candidate-cmd", required=True, metavar="CMD", help="Command of one candidate run.")
 @click.option("--attempt-id", default=None, help="Attempt id (default r + round, e.g. r003).")
 @run_options
+@measure_options
 def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str,
                   candidate_cmd: str, attempt_id: str | None, repetitions: int, warmup: int,
                   mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
                   trace: str | None, step_pattern: str | None, region_pattern: str | None,
-                  renames: tuple[str, ...]) -> int:  # fmt: skip
+                  renames: tuple[str, ...], measure: MeasureOptions) -> int:  # fmt: skip
     """Record one round of the campaign in FOLDER: both commands run once per repetition, in
     a balanced, shuffled order, each run a fresh process.
 
@@ -244,7 +282,9 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
     stderr go to FOLDER/<attempt>/runs.log, and the first failure's stderr to the screen.
     A side whose warm-ups all fail, or that fails 5 runs in a row, stops the round as
     failed; a failed round (no usable pair) exits 6. Ctrl-C leaves an aborted attempt that
-    ingest accepts (exit 130). See docs/record.md.
+    ingest accepts (exit 130). Every run also records rusage.* counters (CPU time, peak RSS,
+    faults, context switches). With --measure the command runs a benchmark suite that
+    writes its results to {results}. See docs/record.md and docs/suites.md.
 
     \b
     Example:
@@ -252,6 +292,10 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
           --baseline-cmd "python data/measure_numpy.py" \\
           --candidate-cmd "python data/measure_numpy.py --dtype float32" \\
           --mechanism-file data/float32_matmul.mechanism.json
+      explain-pipeline round attempts/suite --baseline main --candidate fast \\
+          --measure pytest-benchmark \\
+          --baseline-cmd "pytest bench/ --benchmark-only --benchmark-json={results}" \\
+          --candidate-cmd "pytest bench-fast/ --benchmark-only --benchmark-json={results}"
     """
     from pipeline.record.rounds import RoundRequest, record_round
 
@@ -260,7 +304,7 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
         candidate_cmd=candidate_cmd, repetitions=repetitions, warmup=warmup,
         mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout,
         attempt_id=attempt_id,
-        trace=_trace_options(trace, step_pattern, region_pattern, renames),
+        trace=_trace_options(trace, step_pattern, region_pattern, renames), measure=measure,
     )  # fmt: skip
     result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
     click.echo(render_round(result))
@@ -293,6 +337,7 @@ def render_round(result: RoundResult) -> str:
 @click.argument("command_a", metavar="CMD_A")
 @click.argument("command_b", metavar="CMD_B")
 @run_options
+@measure_options
 @click.option(
     "--decision",
     type=declared_choice("campaign", "policy", "decision"),
@@ -332,7 +377,7 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
                trace: str | None, step_pattern: str | None, region_pattern: str | None,
                renames: tuple[str, ...], decision: str, require_explanation: bool,
                min_improvement_pct: float, metric: str, better: str, keep: Path | None,
-               ) -> int:  # fmt: skip
+               measure: MeasureOptions) -> int:  # fmt: skip
     """Is B better than A? One round of both commands in a throw-away campaign, then the
     verdict, the paired interval, the order effect and the explanation. Exit 0 when the
     verdict is PASS, 5 when it is not: usable as a CI gate.
@@ -345,6 +390,9 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
       explain-pipeline ab "python old.py" "python new.py" -n 20
       explain-pipeline ab "./bench --impl a" "./bench --impl b" --min-improvement-pct 5 \\
           --keep ab-2026-11-30
+      explain-pipeline ab --measure pytest-benchmark -n 10 \\
+          "pytest old/ --benchmark-only --benchmark-json={results}" \\
+          "pytest new/ --benchmark-only --benchmark-json={results}"
     """
     from pipeline.record.campaign import ab
 
@@ -355,7 +403,7 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
         mechanism_file=mechanism_file, policy=policy, metric=metric, better=better,
         order_seed=order_seed, timeout=timeout,
         trace=_trace_options(trace, step_pattern, region_pattern, renames), keep=keep,
-        progress=sys.stderr.isatty(), warn=_warn,
+        progress=sys.stderr.isatty(), warn=_warn, measure=measure,
     )  # fmt: skip
     click.echo(render_ab(result, command_a, command_b), nl=False)
     if result.final.assess.blocked.height:

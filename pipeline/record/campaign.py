@@ -13,6 +13,7 @@ from pipeline.errors import UsageError
 from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
 from pipeline.record.files import create_atomic, dump_json
+from pipeline.record.measure import MeasureOptions
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
 from pipeline.record.runner import TraceOptions, now, timestamp
 
@@ -113,6 +114,7 @@ def ab(
     keep: Path | None = None,
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
+    measure: MeasureOptions | None = None,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
     candidate, then its assessment. The throw-away folder is deleted only when the round
@@ -129,6 +131,7 @@ def ab(
         folder, candidate=command_b, baseline=command_a, baseline_cmd=command_a,
         candidate_cmd=command_b, repetitions=repetitions, warmup=warmup,
         mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout, trace=trace,
+        measure=measure or MeasureOptions(),
     )  # fmt: skip
     try:
         campaign = start_campaign(folder, metric=metric, better=better, policy=policy)

@@ -43,6 +43,7 @@ from pipeline.ingest.validate import (
 )
 from pipeline.record import environment
 from pipeline.record.files import dump_json, dump_lines, write_atomic
+from pipeline.record.measure import MeasureOptions, check_options
 from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
 from pipeline.record.runner import (
     RunResult,
@@ -82,6 +83,7 @@ class RoundRequest:
     timeout: float | None = None
     attempt_id: str | None = None
     trace: TraceOptions | None = None
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
 
 
 @dataclass(frozen=True)
@@ -377,10 +379,12 @@ def record_round(
         "candidate": split_command("--candidate-cmd", request.candidate_cmd),
     }
     check_trace_options(request.trace)
+    check_options(request.measure, tracing=request.trace is not None)
     mechanism = _mechanism(request, campaign)
     seed = random_seed() if request.order_seed is None else request.order_seed
     needs_file = campaign.data["metric"]["better"] == "higher"
-    settings = RunSettings(commands, request.timeout, request.trace, needs_file)
+    settings = RunSettings(commands, request.timeout, request.trace, needs_file,
+                           measure=request.measure)  # fmt: skip
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)
     slots = schedule(request.repetitions, seed)

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pipeline.errors import ExplainError, UsageError
 from pipeline.ingest.validate import check_document, field_name, parse_json
+from pipeline.record import measure
+from pipeline.record.measure import MeasureFailure, MeasureOptions
 from pipeline.record.order import SIDES, Side
 
 RECORDER_VARIABLES = (
@@ -34,6 +36,7 @@ RECORDER_VARIABLES = (
     "EXPLAIN_REPETITION",
     "EXPLAIN_MEASUREMENT",
     "EXPLAIN_TRACE_DIR",
+    measure.RESULTS_VARIABLE,
     "EXPLAIN_PAD",
 )
 FILE_FIELDS = ("metric", "breakdown", "counters")
@@ -61,6 +64,7 @@ class RunSettings:
     trace: TraceOptions | None = None
     needs_file: bool = False  # a better: higher campaign has no wall-clock fallback
     cwd: Path = field(default_factory=Path.cwd)
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,9 @@ def split_command(option: str, command: str) -> list[str]:
 
 
 # -- environment --------------------------------------------------------------------------------
-def _variables(side: Side, repetition: int, folder: Path, trace: bool) -> dict[str, str]:
+def _variables(
+    side: Side, repetition: int, folder: Path, trace: bool, options: MeasureOptions
+) -> dict[str, str]:
     found = {
         "EXPLAIN_SIDE": side,
         "EXPLAIN_REPETITION": str(repetition),
@@ -123,7 +129,7 @@ def _variables(side: Side, repetition: int, folder: Path, trace: bool) -> dict[s
     }
     if trace:
         found["EXPLAIN_TRACE_DIR"] = str(folder / TRACE_NAME)
-    return found
+    return found | measure.variables(options, folder)
 
 
 def _size(variables: Mapping[str, str]) -> int:
@@ -131,14 +137,21 @@ def _size(variables: Mapping[str, str]) -> int:
 
 
 def run_environment(
-    base: Mapping[str, str], side: Side, repetition: int, folder: Path, *, trace: bool
+    base: Mapping[str, str],
+    side: Side,
+    repetition: int,
+    folder: Path,
+    *,
+    trace: bool,
+    options: MeasureOptions | None = None,
 ) -> dict[str, str]:
     """``base`` without inherited recorder variables, plus this run's, padded so that both sides
     of a repetition get environments of the same total size (the folder paths have equal lengths
     by construction)."""
+    options = options or MeasureOptions()
     clean = {k: v for k, v in base.items() if k not in RECORDER_VARIABLES}
-    sizes = {s: _size(_variables(s, repetition, folder, trace)) for s in SIDES}
-    ours = _variables(side, repetition, folder, trace)
+    sizes = {s: _size(_variables(s, repetition, folder, trace, options)) for s in SIDES}
+    ours = _variables(side, repetition, folder, trace, options)
     ours["EXPLAIN_PAD"] = "-" * (max(sizes.values()) - sizes[side])
     return {**clean, **ours}
 
@@ -179,14 +192,15 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
     trace = settings.trace is not None
     if trace:
         (folder / TRACE_NAME).mkdir()
-    env = run_environment(os.environ, side, repetition, folder, trace=trace)
+    env = run_environment(os.environ, side, repetition, folder, trace=trace,
+                          options=settings.measure)  # fmt: skip
     stdout, stderr = folder / "stdout", folder / "stderr"
     with stdout.open("wb") as out, stderr.open("wb") as err:
         started = now()
         clock = time.perf_counter()
         try:
             process = subprocess.Popen(
-                settings.commands[side],
+                measure.command(settings.commands[side], settings.measure, folder),
                 env=env,
                 cwd=settings.cwd,
                 stdin=subprocess.DEVNULL,
@@ -197,8 +211,11 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
         except OSError as exc:
             return RunResult("failed", started, now(), reason=f"cannot start: {exc}")
         try:
-            code = process.wait(timeout=settings.timeout)
-        except subprocess.TimeoutExpired:
+            waited = measure.wait(process, settings.timeout)
+        except BaseException:
+            _kill(process)
+            raise
+        if waited.timed_out:
             _kill(process)
             return RunResult(
                 "failed",
@@ -207,36 +224,40 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
                 reason=f"timed out after {settings.timeout:g} s",
                 stderr_tail=_tail(stderr),
             )
-        except BaseException:
-            _kill(process)
-            raise
         seconds = time.perf_counter() - clock
         finished = now()
+    code = waited.code
     if code != 0:
         return RunResult(
             "failed", started, finished, reason=_describe_exit(code), stderr_tail=_tail(stderr)
         )
     try:
-        values = _measured(settings, side, repetition, folder, seconds)
-    except _Outcome as exc:
+        values = _measured(settings, side, repetition, folder, seconds, waited)
+    except (_Outcome, MeasureFailure) as exc:
         return RunResult("failed", started, finished, reason=str(exc), stderr_tail=_tail(stderr))
     return RunResult("ok", started, finished, **values)
 
 
 # -- what a run measured ------------------------------------------------------------------------
 def _measured(
-    settings: RunSettings, side: Side, repetition: int, folder: Path, seconds: float
+    settings: RunSettings,
+    side: Side,
+    repetition: int,
+    folder: Path,
+    seconds: float,
+    waited: measure.Waited,
 ) -> dict[str, Any]:
     written = _measurement_file(folder / MEASUREMENT_NAME)
     if settings.trace is not None:
         written = _with_trace(settings.trace, written, side, repetition, folder / TRACE_NAME)
-    if "metric" not in written:
-        if settings.needs_file:
-            raise _Outcome(
-                "wrote no metric to $EXPLAIN_MEASUREMENT (a better: higher campaign cannot use "
-                "the wall-clock time)"
-            )
-        written["metric"] = seconds
+    if settings.measure.suite is not None:
+        written = measure.suite_fields(settings.measure, written, side, repetition, folder)
+    if "metric" not in written and settings.needs_file:
+        raise _Outcome(
+            "wrote no metric to $EXPLAIN_MEASUREMENT (a better: higher campaign cannot use "
+            "the wall-clock time)"
+        )
+    written = measure.recorder_fields(settings.measure, written, waited, seconds, folder)
     # a warm-up run (repetition -1) is checked like repetition 0
     line = {"side": side, "repetition": max(repetition, 0), "status": "ok", **written}
     problems = check_document("measurement", line)
@@ -316,4 +337,6 @@ def check_trace_options(options: TraceOptions | None) -> None:
     parse_renames(options.renames)
 
 
-__all__: Sequence[str] = ["RunResult", "RunSettings", "TraceOptions", "execute", "split_command"]
+__all__: Sequence[str] = [
+    "MeasureOptions", "RunResult", "RunSettings", "TraceOptions", "execute", "split_command"
+]  # fmt: skip
