@@ -228,6 +228,7 @@ def main() -> None:
         print(json.dumps(got))
         return
     from pipeline.assess.campaigns import DEFAULT_BATCH
+    from pipeline.ingest.attempts import GROUP_ATTEMPTS
 
     work = Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
     try:
@@ -240,7 +241,9 @@ def main() -> None:
               f"{args.ingest_campaigns} x {args.ingest_per_campaign} stored attempts for ingest "
               f"(10 repetitions x 4 steps x 4 regions + 2 counters), "
               f"made in {time.perf_counter() - t0:.0f} s")  # fmt: skip
-        units = (("ingest", [folder], args.ingest_per_campaign), ("assess", [store], DEFAULT_BATCH))
+        # ingest packs consecutive campaigns into units of at most GROUP_ATTEMPTS attempts
+        per_unit = max(1, GROUP_ATTEMPTS // args.ingest_per_campaign) * args.ingest_per_campaign
+        units = (("ingest", [folder], per_unit), ("assess", [store], DEFAULT_BATCH))
         for command, inputs, per_task in units:
             got = _measure(command, inputs, work, args.ray_cpus)
             _report(command, got, per_task, nodes, args.cores, args.gbps)
