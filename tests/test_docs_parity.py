@@ -1,0 +1,142 @@
+"""Each English page and its Chinese page say the same thing to a user who runs them: the same
+command lines in their code blocks, the same options named, the same section structure. The
+prose is free (natural Chinese, not a word-for-word copy); these three are what drift first."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from test_docs import _FENCE, ROOT, chinese_page, english_pages
+
+_SHELL = {"", "bash", "sh", "shell", "console"}  # fences whose lines may be commands
+# A command line starts with one of the programs a user of this repository runs.
+_PROGRAM = re.compile(
+    r"(explain-pipeline|make|python3?|pip|nsys|ncu|msprof|ray|duckdb|git|\.venv/bin/\S+|\./\S+)"
+)
+_COMMENT = re.compile(r"\s+#(\s.*)?$")
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+_HEADING = re.compile(r"^(#{1,6}) \S", re.MULTILINE)
+
+
+def command_lines(text: str) -> list[str]:
+    """The command lines of the shell code blocks, in order: a `$ ` prompt dropped, a trailing
+    `# comment` dropped (comments are translated), continuation lines (after a `\\`, or indented
+    under a command as in a synopsis) joined, spaces collapsed."""
+    found: list[list[str]] = []
+    for fence in _FENCE.finditer(text):
+        if fence.group(1) not in _SHELL:
+            continue
+        current: list[str] | None = None
+        joining = False
+        for raw in fence.group(2).splitlines():
+            line = _COMMENT.sub("", raw.removeprefix("$ ")).rstrip()
+            words = line.split()
+            if words and _PROGRAM.fullmatch(words[0]) and not raw[:1].isspace():
+                current = [line]
+                found.append(current)
+            elif current is not None and words and (joining or raw[:1].isspace()):
+                current.append(line)
+            else:
+                current = None
+            joining = current is not None and line.endswith("\\")
+    return [" ".join(" ".join(p.removesuffix("\\") for p in parts).split()) for parts in found]
+
+
+def options(text: str) -> set[str]:
+    """Every long option named anywhere on the page, prose and code."""
+    return set(_OPTION.findall(text))
+
+
+def headings(text: str) -> list[int]:
+    """The level of every heading, in order (headings inside code blocks are not headings)."""
+    return [len(m.group(1)) for m in _HEADING.finditer(_FENCE.sub("", text))]
+
+
+def parity_problems(english: str, chinese: str) -> list[str]:
+    """What differs between the two pages, one line per difference (empty when they agree)."""
+    problems = []
+    en_cmds, zh_cmds = command_lines(english), command_lines(chinese)
+    if en_cmds != zh_cmds:
+        missing, extra = Counter(en_cmds) - Counter(zh_cmds), Counter(zh_cmds) - Counter(en_cmds)
+        problems += [f"command only in English: {c}" for c in missing]
+        problems += [f"command only in Chinese: {c}" for c in extra]
+        if not missing and not extra:
+            problems.append("the same command lines in another order")
+    en_opts, zh_opts = options(english), options(chinese)
+    problems += [f"option only in English: {o}" for o in sorted(en_opts - zh_opts)]
+    problems += [f"option only in Chinese: {o}" for o in sorted(zh_opts - en_opts)]
+    en_heads, zh_heads = headings(english), headings(chinese)
+    if en_heads != zh_heads:
+        problems.append(f"heading levels differ: English {en_heads}, Chinese {zh_heads}")
+    return problems
+
+
+def _pairs() -> list[tuple[Path, Path]]:
+    return [(page, chinese_page(page)) for page in english_pages()]
+
+
+@pytest.mark.parametrize("english,chinese", _pairs(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_chinese_page_matches_its_english_page(english: Path, chinese: Path) -> None:
+    problems = parity_problems(english.read_text("utf-8"), chinese.read_text("utf-8"))
+    where = f"{chinese.relative_to(ROOT)} vs {english.relative_to(ROOT)}"
+    assert not problems, where + ":\n" + "\n".join(problems)
+
+
+# -- the checks themselves can fail ------------------------------------------------------------
+def test_command_lines_join_continuations_and_drop_comments_and_output() -> None:
+    page = (
+        "```\n$ explain-pipeline round a --x 1 \\\n    --y 2   # one round\n"
+        "round a: 10 pairs\nexplain-pipeline campaign start a --metric s\n"
+        "    [--seed S]\nmake demo\n```\n```python\nexplain-pipeline = 1\n```\n"
+    )
+    assert command_lines(page) == [
+        "explain-pipeline round a --x 1 --y 2",
+        "explain-pipeline campaign start a --metric s [--seed S]",
+        "make demo",
+    ]
+    assert headings("# a\n```\n# not a heading\n```\n## b\n### c\n") == [1, 2, 3]
+    assert options("use `--gate` or --what-if k=v, not x--y or ---z") == {"--gate", "--what-if"}
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> tuple[Path, Path]:
+    """A temporary copy of a real page pair (the store page), to be broken on purpose."""
+    english, chinese = ROOT / "docs" / "store.md", ROOT / "docs" / "zh" / "store.md"
+    (tmp_path / "zh").mkdir()
+    shutil.copy(english, tmp_path / "store.md")
+    shutil.copy(chinese, tmp_path / "zh" / "store.md")
+    return tmp_path / "store.md", tmp_path / "zh" / "store.md"
+
+
+def _break(path: Path, old: str, new: str) -> str:
+    text = path.read_text("utf-8")
+    assert old in text
+    path.write_text(text.replace(old, new, 1), "utf-8")
+    return text
+
+
+def test_a_broken_pair_fails(pair: tuple[Path, Path]) -> None:
+    english, chinese = pair
+    assert parity_problems(english.read_text("utf-8"), chinese.read_text("utf-8")) == []
+    zh = chinese.read_text("utf-8")
+    command = command_lines(zh)[0]
+    heading = next(line for line in zh.splitlines() if line.startswith("## "))
+    option = sorted(options(zh))[0]
+
+    original = _break(chinese, command.split()[-1], "renamed-argument")
+    assert f"command only in English: {command}" in parity_problems(
+        english.read_text("utf-8"), chinese.read_text("utf-8")
+    )
+    chinese.write_text(original, "utf-8")
+    _break(chinese, heading, heading.replace("## ", "### ", 1))
+    assert any(p.startswith("heading levels differ") for p in parity_problems(
+        english.read_text("utf-8"), chinese.read_text("utf-8")
+    ))  # fmt: skip
+    chinese.write_text(original.replace(option, "the option", ), "utf-8")
+    assert f"option only in English: {option}" in parity_problems(
+        english.read_text("utf-8"), chinese.read_text("utf-8")
+    )
