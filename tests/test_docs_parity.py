@@ -121,22 +121,20 @@ def _break(path: Path, old: str, new: str) -> str:
 
 def test_a_broken_pair_fails(pair: tuple[Path, Path]) -> None:
     english, chinese = pair
-    assert parity_problems(english.read_text("utf-8"), chinese.read_text("utf-8")) == []
-    zh = chinese.read_text("utf-8")
-    command = command_lines(zh)[0]
-    heading = next(line for line in zh.splitlines() if line.startswith("## "))
-    option = sorted(options(zh))[0]
+    original = chinese.read_text("utf-8")
 
-    original = _break(chinese, command.split()[-1], "renamed-argument")
-    assert f"command only in English: {command}" in parity_problems(
-        english.read_text("utf-8"), chinese.read_text("utf-8")
-    )
-    chinese.write_text(original, "utf-8")
-    _break(chinese, heading, heading.replace("## ", "### ", 1))
-    assert any(p.startswith("heading levels differ") for p in parity_problems(
-        english.read_text("utf-8"), chinese.read_text("utf-8")
-    ))  # fmt: skip
-    chinese.write_text(original.replace(option, "the option", ), "utf-8")
-    assert f"option only in English: {option}" in parity_problems(
-        english.read_text("utf-8"), chinese.read_text("utf-8")
-    )
+    def problems_after(broken: str) -> list[str]:
+        chinese.write_text(broken, "utf-8")
+        return parity_problems(english.read_text("utf-8"), chinese.read_text("utf-8"))
+
+    assert problems_after(original) == []
+    command = command_lines(original)[0]
+    first = next(ln for ln in original.splitlines() if ln and command.startswith(ln.strip()))
+    extra = original.replace(first, first + " --extra", 1)
+    assert f"command only in English: {command}" in problems_after(extra)
+    heading = next(line for line in original.splitlines() if line.startswith("## "))
+    demoted = problems_after(original.replace(heading, "#" + heading, 1))
+    assert any(p.startswith("heading levels differ") for p in demoted), demoted
+    option = sorted(options(original))[0]
+    dropped = re.sub(re.escape(option) + r"(?![\w-])", "the option", original)
+    assert f"option only in English: {option}" in problems_after(dropped)
