@@ -16,6 +16,7 @@ import click
 
 from pipeline.cli.common import command, declared_choice, declared_range, group, store_option
 from pipeline.errors import ExitCode
+from pipeline.record import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from pipeline.record.campaign import AbResult, FinalResult
@@ -195,6 +196,10 @@ def _trace_options(trace: str | None, step_pattern: str | None, region_pattern: 
     return TraceOptions("kineto", step_pattern, region_pattern, renames)
 
 
+def _no_limit_if_zero(context: click.Context, param: click.Parameter, value: float) -> float | None:
+    return value or None
+
+
 def run_options(function: Any) -> Any:
     """Options shared by round and ab: how runs are made and measured."""
     options = [
@@ -206,8 +211,9 @@ def run_options(function: Any) -> Any:
                      default=None, help="The declaration, saved before any candidate run."),
         click.option("--order-seed", type=declared_range("attempt", "order_seed"), default=None,
                      help="Seed of the balanced run order (default: random, recorded)."),
-        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="Seconds after which a run is killed and counted failed."),
+        click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
+                     show_default=True, callback=_no_limit_if_zero,
+                     help="Seconds after which a run is killed and counted failed; 0: no limit."),
         click.option("--trace", type=click.Choice(["kineto"]), default=None,
                      help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
                      "its breakdown and counters are imported."),

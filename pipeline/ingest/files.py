@@ -8,6 +8,7 @@ descriptor (so a path swapped after the check cannot slip through), and read up 
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -50,13 +51,19 @@ def file_kind(mode: int) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def open_regular(path: Path | str) -> tuple[int, int]:
+def open_regular(path: Path | str, *, follow: bool = True) -> tuple[int, int]:
     """A read-only descriptor of ``path`` and its size; it must be a regular file (symlinks
-    followed).
+    followed unless ``follow`` is false: then a link is refused too).
 
     Raises FileNotFoundError when absent, :class:`InputFileError` (``not_a_file``) when it is
     anything but a regular file, OSError for the rest."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise InputFileError("not_a_file", "is not a regular file (a symbolic link)") from None
+        raise
     try:
         info = os.fstat(fd)
         kind = file_kind(info.st_mode)
@@ -69,13 +76,15 @@ def open_regular(path: Path | str) -> tuple[int, int]:
     return fd, info.st_size
 
 
-def read_regular(path: Path | str, limit: int, what: str | None = None) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes.
+def read_regular(
+    path: Path | str, limit: int, what: str | None = None, *, follow: bool = True
+) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes (``follow``: as open_regular).
 
     Raises FileNotFoundError, :class:`InputFileError` (``not_a_file``, ``too_large``) or
     OSError."""
     what = what or os.path.basename(path)
-    fd, size = open_regular(path)
+    fd, size = open_regular(path, follow=follow)
     try:
         if size > limit:
             raise InputFileError("too_large", _too_large(size, limit, what))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.errors import UsageError
 from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
+from pipeline.record import DEFAULT_TIMEOUT
 from pipeline.record.files import create_atomic, dump_json
 from pipeline.record.measure import MeasureOptions
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
@@ -109,7 +110,7 @@ def ab(
     metric: str = "seconds",
     better: str = "lower",
     order_seed: int | None = None,
-    timeout: float | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
     trace: TraceOptions | None = None,
     keep: Path | None = None,
     progress: bool = False,

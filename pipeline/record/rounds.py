@@ -41,7 +41,8 @@ from pipeline.ingest.validate import (
     validate_campaign,
     validate_document,
 )
-from pipeline.record import environment
+from pipeline.policy import policy_sha256
+from pipeline.record import DEFAULT_TIMEOUT, environment
 from pipeline.record.files import dump_json, dump_lines, write_atomic
 from pipeline.record.measure import MeasureOptions, check_options
 from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
@@ -80,7 +81,7 @@ class RoundRequest:
     warmup: int = 1
     mechanism_file: Path | None = None
     order_seed: int | None = None
-    timeout: float | None = None
+    timeout: float | None = DEFAULT_TIMEOUT  # None: no limit
     attempt_id: str | None = None
     trace: TraceOptions | None = None
     measure: MeasureOptions = field(default_factory=MeasureOptions)
@@ -121,6 +122,14 @@ def load_campaign(folder: Path) -> Document:
     document, issues = validate_campaign(folder)
     if document is None:
         raise ExplainError("\n".join(str(i) for i in issues), ExitCode.REJECTED)
+    recorded, actual = document.data["policy_sha256"], policy_sha256(document.data["policy"])
+    if recorded != actual:  # the rule assess blocks a campaign for, checked before any run
+        raise ExplainError(
+            f'{folder / "campaign.json"}: field "policy_sha256": {recorded[:12]}… does not match '
+            f"the sha256 of the canonical policy {actual[:12]}…: the policy was changed after "
+            "the campaign started; nothing was run (docs/record.md#integrity-before-any-run)",
+            ExitCode.INTEGRITY,
+        )
     return document
 
 

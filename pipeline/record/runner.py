@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.errors import ExplainError, UsageError
+from pipeline.ingest.files import InputFileError, MiB, open_regular, read_regular, size_text
 from pipeline.ingest.validate import check_document, field_name, parse_json
 from pipeline.record import measure
 from pipeline.record.measure import MeasureFailure, MeasureOptions
@@ -43,6 +44,10 @@ FILE_FIELDS = ("metric", "breakdown", "counters")
 STDERR_TAIL = 2000  # characters of a failed run's stderr kept in runs.log
 MEASUREMENT_NAME = "measurement.json"
 TRACE_NAME = "trace"
+MAX_MEASUREMENT_BYTES = 4 * MiB
+"""Largest $EXPLAIN_MEASUREMENT file read: one run's metric, breakdown and counters (a
+breakdown of 1,000 steps of 30 regions is about 1 MB). A larger file fails the run unread; the
+strict parser takes about a second per MB, so the cap also bounds the time a run's file costs."""
 
 
 @dataclass(frozen=True)
@@ -270,13 +275,22 @@ def _measured(
 
 
 def _measurement_file(path: Path) -> dict[str, Any]:
-    """The fields the command wrote to $EXPLAIN_MEASUREMENT ({} when it wrote none). Nested
-    values keep what the strict parser saw (NaN tokens, repeated keys) for the line's check."""
-    if not path.exists():
-        return {}
+    """The fields the command wrote to $EXPLAIN_MEASUREMENT ({} when it wrote none). Read after
+    the command exited, only if it is a regular file (opened non-blocking, never through a link,
+    so a FIFO or a link to /dev/zero cannot stall the recorder) of at most
+    MAX_MEASUREMENT_BYTES. Nested values keep what the strict parser saw (NaN tokens, repeated
+    keys) for the line's check."""
     try:
-        document = parse_json(path.read_bytes().decode("utf-8-sig"))
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        body = read_regular(path, MAX_MEASUREMENT_BYTES, "a measurement file", follow=False)
+    except FileNotFoundError:
+        return {}
+    except InputFileError as exc:
+        raise _Outcome(f"$EXPLAIN_MEASUREMENT {exc.reason}") from None
+    except OSError as exc:
+        raise _Outcome(f"$EXPLAIN_MEASUREMENT: cannot read ({exc.strerror or exc})") from None
+    try:
+        document = parse_json(body.decode("utf-8-sig"))
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise _Outcome(f"invalid measurement file: {exc}") from None
     if not isinstance(document, dict):
         raise _Outcome("invalid measurement file: expected one JSON object")
@@ -305,11 +319,14 @@ def _with_trace(
             "may give only the metric"
         )
     traces = sorted(
-        p for p in folder.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz"))
+        p
+        for p in folder.iterdir()
+        if p.name.endswith((".json", ".json.gz")) and not (p.is_dir() and not p.is_symlink())
     )
     if len(traces) != 1:
         found = "no trace" if not traces else f"{len(traces)} traces"
         raise _Outcome(f"{found} in $EXPLAIN_TRACE_DIR (expected exactly one *.json or *.json.gz)")
+    _check_trace(traces[0])
     try:
         line, _ = import_line(
             options.format,
@@ -324,6 +341,25 @@ def _with_trace(
     except ExplainError as exc:
         raise _Outcome(f"trace {traces[0].name}: {exc}") from None
     return {k: line[k] for k in FILE_FIELDS if k in line}
+
+
+def _check_trace(path: Path) -> None:
+    """The measurement file's rules for the trace: a regular file, not a link, opened without
+    blocking, at most the importer's MAX_INPUT_BYTES (what `import kineto` reads)."""
+    from pipeline.importers.common import MAX_INPUT_BYTES
+
+    try:
+        fd, size = open_regular(path, follow=False)
+    except InputFileError as exc:
+        raise _Outcome(f"trace {path.name} {exc.reason}") from None
+    except OSError as exc:
+        raise _Outcome(f"trace {path.name}: cannot read ({exc.strerror or exc})") from None
+    os.close(fd)
+    if size > MAX_INPUT_BYTES:
+        raise _Outcome(
+            f"trace {path.name} is {size_text(size)}, more than the limit of "
+            f"{size_text(MAX_INPUT_BYTES)} for a profiler file"
+        )
 
 
 def check_trace_options(options: TraceOptions | None) -> None:

@@ -1,0 +1,128 @@
+"""A measured command cannot stop the recorder, and a tampered campaign is refused before any run
+(issue 19, items 2 and 3). Real processes: the installed command records rounds of small Python
+commands that leave hostile things where the recorder reads."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.record import DEFAULT_TIMEOUT
+from pipeline.record.runner import MAX_MEASUREMENT_BYTES
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+HANG_GUARD = 120  # seconds: only so that a regression fails instead of hanging the suite
+OK = shlex.join([sys.executable, "-c", "pass"])  # metric: its wall-clock time
+
+
+def python(code: str) -> str:
+    return shlex.join([sys.executable, "-c", f"import os; {code}"])
+
+
+def explain(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLI), *args], capture_output=True, text=True, timeout=HANG_GUARD, check=False
+    )
+
+
+@pytest.fixture
+def campaign(tmp_path: Path) -> Path:
+    folder = tmp_path / "loop"
+    done = explain("campaign", "start", str(folder), "--metric", "seconds")
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def one_round(campaign: Path, candidate: str, *extra: str) -> tuple[int, str]:
+    """One repetition, no warm-up: the exit code and the candidate's line of runs.log."""
+    done = explain("round", str(campaign), "--baseline", "a", "--candidate", "b",
+                   "--baseline-cmd", OK, "--candidate-cmd", candidate, "-n", "1",
+                   "--warmup", "0", *extra)  # fmt: skip
+    log = (campaign / "r001" / "runs.log").read_text()
+    line = next(x for x in log.splitlines() if "repetition 0   candidate" in x)
+    return done.returncode, line
+
+
+@pytest.mark.parametrize(
+    ("leave", "reason"),
+    [
+        # today: open() of the FIFO blocks until a writer comes, which never happens
+        ("os.mkfifo(os.environ['EXPLAIN_MEASUREMENT'])", "is not a regular file (a FIFO)"),
+        # today: read until MemoryError (exit 4)
+        ("os.symlink('/dev/zero', os.environ['EXPLAIN_MEASUREMENT'])",
+         "is not a regular file (a symbolic link)"),
+        # today: read and parsed whole, however large (100 MB: 108 s and 1.15 GB)
+        (f"open(os.environ['EXPLAIN_MEASUREMENT'], 'w').truncate({MAX_MEASUREMENT_BYTES + 1})",
+         "is 4.0 MiB, more than the limit of 4 MiB for a measurement file"),
+    ],
+)  # fmt: skip
+def test_a_measurement_file_that_is_not_a_small_regular_file_fails_the_run(
+    campaign: Path, leave: str, reason: str
+) -> None:
+    code, line = one_round(campaign, python(leave), "--timeout", "5")
+    assert code == 6  # the only candidate run failed: no pair
+    assert line.split("  failed: ", 1)[1].startswith(f"$EXPLAIN_MEASUREMENT {reason} (")
+
+
+def test_a_file_at_the_cap_is_read(campaign: Path) -> None:
+    spaces = MAX_MEASUREMENT_BYTES - len('{"metric": 1.5}')  # the file is exactly the cap
+    body = f"'{{' + ' ' * {spaces} + '\"metric\": 1.5}}'"
+    write = f"open(os.environ['EXPLAIN_MEASUREMENT'], 'w').write({body})"
+    code, line = one_round(campaign, python(write))
+    assert (code, "ok metric 1.5 (" in line) == (0, True)
+
+
+@pytest.mark.parametrize(
+    ("leave", "reason"),
+    [
+        ("os.mkfifo(os.environ['EXPLAIN_TRACE_DIR'] + '/t.json')",
+         "trace t.json is not a regular file (a FIFO)"),
+        ("os.symlink('/dev/zero', os.environ['EXPLAIN_TRACE_DIR'] + '/t.json')",
+         "trace t.json is not a regular file (a symbolic link)"),
+    ],
+)  # fmt: skip
+def test_a_trace_that_is_not_a_regular_file_fails_the_run(
+    campaign: Path, leave: str, reason: str
+) -> None:
+    code, line = one_round(campaign, python(leave), "--trace", "kineto", "--timeout", "5")
+    assert code == 6
+    assert line.split("  failed: ", 1)[1].startswith(f"{reason} (")
+
+
+def test_a_hanging_command_is_killed_at_its_timeout(campaign: Path) -> None:
+    code, line = one_round(campaign, python("import time; time.sleep(600)"), "--timeout", "1")
+    assert code == 6
+    assert "failed: timed out after 1 s (" in line
+
+
+def test_the_default_timeout_is_shown_and_0_means_none(campaign: Path) -> None:
+    for name in ("round", "ab"):
+        shown = explain(name, "--help").stdout
+        assert f"0: no limit. [default: {DEFAULT_TIMEOUT}; x>=0]" in " ".join(shown.split())
+    one_round(campaign, OK)
+    assert f"timeout {DEFAULT_TIMEOUT:g} s," in (campaign / "r001" / "runs.log").read_text()
+    explain("round", str(campaign), "--baseline", "a", "--candidate", "b", "--baseline-cmd", OK,
+            "--candidate-cmd", OK, "-n", "1", "--warmup", "0", "--timeout", "0")  # fmt: skip
+    assert "timeout none," in (campaign / "r002" / "runs.log").read_text()
+
+
+def test_a_tampered_policy_is_refused_before_any_run(campaign: Path, tmp_path: Path) -> None:
+    # today: recorded against, caught only at `campaign final` (exit 3)
+    path = campaign / "campaign.json"
+    document = json.loads(path.read_text())
+    document["policy"]["min_improvement_pct"] = 0.0  # the digest is left as it was
+    path.write_text(json.dumps(document))
+    marker = tmp_path / "ran"
+    touch = python(f"open({str(marker)!r}, 'w')")
+    done = explain("round", str(campaign), "--baseline", "a", "--candidate", "b",
+                   "--baseline-cmd", touch, "--candidate-cmd", touch, "-n", "1")  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    assert done.stderr.startswith(f'error: {path}: field "policy_sha256": ')
+    assert "the policy was changed after the campaign started; nothing was run" in done.stderr
+    assert not marker.exists()
+    assert sorted(p.name for p in campaign.iterdir()) == ["campaign.json"]
