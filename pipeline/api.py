@@ -22,6 +22,7 @@ from pipeline.assess.campaigns import assess as _assess
 from pipeline.engines import Engine
 from pipeline.ingest.attempts import IngestReport
 from pipeline.ingest.attempts import ingest as _ingest
+from pipeline.ingest.files import ReadMode
 from pipeline.store.query import run_sql
 from pipeline.store.tables import Store, resolve_store_path
 
@@ -40,7 +41,12 @@ def open_store(path: PathLike | None = None) -> Store:
 
 
 def ingest(
-    source: PathLike, store: Store, *, progress: bool = False, engine: Engine | None = None
+    source: PathLike,
+    store: Store,
+    *,
+    progress: bool = False,
+    engine: Engine | None = None,
+    mode: ReadMode = "fast",
 ) -> IngestReport:
     """Validate the stored attempts under ``source`` and write them into ``store``.
 
@@ -50,8 +56,9 @@ def ingest(
     its ``str()`` is the one-line message ``file:line: field "x": reason [code]``). A missing
     ``source`` folder or a store that cannot be written raises ``ExplainError``. ``engine`` runs
     the validation elsewhere (``pipeline.engines.open_engine("ray")``); this process writes.
+    ``mode="precise"`` checks every file with the per-line validator: the same tables, slower.
     """
-    return _ingest(Path(source), store, progress=progress, engine=engine)
+    return _ingest(Path(source), store, progress=progress, engine=engine, mode=mode)
 
 
 def assess(

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -431,14 +430,11 @@ def _tables(store: Store) -> dict[str, pl.DataFrame]:
     return {name: store.read(name).drop("source_dir", strict=False) for name in names}
 
 
-def test_bulk_and_precise_paths_store_the_same_tables(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bulk_and_precise_paths_store_the_same_tables(tmp_path: Path) -> None:
     data = Path(__file__).resolve().parent.parent / "data" / "attempts"
     bulk_store, precise_store = Store(tmp_path / "bulk"), Store(tmp_path / "precise")
     assert ingest(data, bulk_store).issues == []
-    monkeypatch.setenv("EXPLAIN_INGEST_PRECISE", "1")
-    assert ingest(data, precise_store).issues == []
+    assert ingest(data, precise_store, mode="precise").issues == []
     left, right = _tables(bulk_store), _tables(precise_store)
     for name in left:
         assert left[name].equals(right[name]), name
@@ -459,7 +455,7 @@ def test_the_example_data_takes_the_bulk_path() -> None:
 
 
 def test_attempts_the_bulk_path_leaves_to_the_precise_one_keep_their_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     """r002's lines are valid but written so that the bulk path cannot vouch for them (CRLF,
     a blank before a colon, a blank line): stored rows and their order are still the same."""
@@ -473,8 +469,7 @@ def test_attempts_the_bulk_path_leaves_to_the_precise_one_keep_their_place(
     bulk_store, precise_store = Store(tmp_path / "bulk"), Store(tmp_path / "precise")
     assert bulk.check_lines([path.read_bytes()]).accepted.tolist() == [False]
     assert ingest(root, bulk_store).issues == []
-    monkeypatch.setenv("EXPLAIN_INGEST_PRECISE", "1")
-    assert ingest(root, precise_store).issues == []
+    assert ingest(root, precise_store, mode="precise").issues == []
     left, right = _tables(bulk_store), _tables(precise_store)
     for name in left:
         assert left[name].equals(right[name]), name

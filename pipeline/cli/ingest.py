@@ -20,8 +20,14 @@ if TYPE_CHECKING:
 @click.argument("source", type=click.Path(path_type=Path))
 @store_option
 @engine_options
+@click.option(
+    "--precise",
+    is_flag=True,
+    default=False,
+    help="Check every file with the per-line validator (same tables, slower).",
+)
 def ingest_command(
-    source: Path, store_path: str | None, engine: str, ray_address: str | None
+    source: Path, store_path: str | None, engine: str, ray_address: str | None, precise: bool
 ) -> int:
     """Validate the stored attempts under SOURCE and write them to the store.
 
@@ -42,7 +48,13 @@ def ingest_command(
 
     store = Store.open(store_path)
     with open_engine(engine, ray_address) as runner:
-        report = ingest(source, store, progress=sys.stderr.isatty(), engine=runner)
+        report = ingest(
+            source,
+            store,
+            progress=sys.stderr.isatty(),
+            engine=runner,
+            mode="precise" if precise else "fast",
+        )
     click.echo(format_summary(report))
     for issue in report.issues:
         click.echo(str(issue), err=True)

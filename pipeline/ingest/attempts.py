@@ -32,6 +32,7 @@ from pipeline.contracts import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.ingest import bulk
+from pipeline.ingest.files import ReadMode
 from pipeline.ingest.validate import (
     CAMPAIGN_FILE,
     MEASUREMENTS_FILE,
@@ -39,7 +40,7 @@ from pipeline.ingest.validate import (
     AttemptFiles,
     Document,
     Issue,
-    ValidAttempt,
+    Run,
     parse_timestamp,
     read_attempt_files,
     validate_attempt,
@@ -130,11 +131,17 @@ class _Run:
 
 
 def ingest(
-    source: Path, store: Store, *, progress: bool = False, engine: Engine | None = None
+    source: Path,
+    store: Store,
+    *,
+    progress: bool = False,
+    engine: Engine | None = None,
+    mode: ReadMode = "fast",
 ) -> IngestReport:
     """Validate and store every campaign under ``source`` (an attempts folder or one campaign).
     ``engine`` validates groups of campaigns (default: in this process); this process alone
-    writes, in one transaction."""
+    writes, in one transaction. ``mode="precise"`` checks every file with the per-line
+    validator (the same stored tables, slower)."""
     engine = engine or LocalEngine()
     folders = campaign_folders(Path(source))
     root = Path(source).resolve()  # symbolic links leading out of it are not followed
@@ -144,7 +151,7 @@ def ingest(
         total=sum(sizes), disable=not progress, file=sys.stderr, unit="attempt", desc="ingest"
     )
     tick = bar.update if engine.in_process else None
-    work = [(group, store, tick, root) for group in campaign_groups(folders, sizes)]
+    work = [(group, store, tick, root, mode) for group in campaign_groups(folders, sizes)]
     try:
         with _no_cycle_collection(), bar, store.transaction() as txn:
             for got in engine.map(prepare_campaigns, work):
@@ -268,6 +275,7 @@ def prepare_campaigns(
     store: Store,
     tick: Callable[[int], object] | None = None,
     root: Path | None = None,
+    mode: ReadMode = "fast",
 ) -> _Prepared:
     """Validate a group of campaign folders and build their new rows. A pure function of the
     folders and the store's files, which an engine may run on another process or machine
@@ -275,18 +283,24 @@ def prepare_campaigns(
     leading out of ``root`` (the resolved SOURCE) are not followed."""
     tick = tick or (lambda n: None)
     with _no_cycle_collection():  # also where an engine runs it on another process
-        return _prepare(folders, store, tick, root)
+        return _prepare(folders, store, tick, root, mode)
 
 
 def _prepare(
-    folders: Sequence[Path], store: Store, tick: Callable[[int], object], root: Path | None
+    folders: Sequence[Path],
+    store: Store,
+    tick: Callable[[int], object],
+    root: Path | None,
+    mode: ReadMode,
 ) -> _Prepared:
     runs = [_Run(root=root) for _ in folders]
     campaigns = [
-        c for f, r in zip(folders, runs, strict=True) if (c := _open_campaign(f, store, r, tick))
+        c
+        for f, r in zip(folders, runs, strict=True)
+        if (c := _open_campaign(f, store, r, tick, mode))
     ]
     pending = [item for c in campaigns for item in _pending_attempts(c, tick)]
-    new = _rows_in_batches(pending)
+    new = _rows_in_batches(pending, mode)
     run = _Run(root=root)
     for one in runs:
         run.merge(one)
@@ -294,13 +308,13 @@ def _prepare(
 
 
 def _open_campaign(
-    folder: Path, store: Store, run: _Run, tick: Callable[[int], object]
+    folder: Path, store: Store, run: _Run, tick: Callable[[int], object], mode: ReadMode
 ) -> _Campaign | None:
     """The campaign of ``folder`` when its campaign.json is valid; else its attempts are
     recorded as rejected in ``run`` and None is returned."""
     outside = _outside(folder, run.root)
     attempts = [] if outside else attempt_folders(folder)
-    fast = None if bulk_disabled() else bulk.fast_campaign
+    fast = bulk.fast_campaign if mode == "fast" else None
     campaign, issues = (None, [outside]) if outside else validate_campaign(folder, fast)
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
@@ -319,32 +333,33 @@ _Pending = tuple[_Campaign, AttemptFiles, bool]  # the files of an attempt; unch
 
 
 def _rows_in_batches(
-    pending: Sequence[_Pending], size: int = GROUP_ATTEMPTS
+    pending: Sequence[_Pending], mode: ReadMode, size: int = GROUP_ATTEMPTS
 ) -> dict[str, pl.DataFrame]:
     """Validate the pending attempts ``size`` at a time (across campaigns) and return the new
     rows of every per-attempt table."""
     parts: dict[str, list[pl.DataFrame]] = {name: [] for name in ATTEMPT_TABLES}
     for start in range(0, len(pending), size):
-        for name, frame in _validate_batch(pending[start : start + size]).items():
+        for name, frame in _validate_batch(pending[start : start + size], mode).items():
             parts[name].append(frame)
     return {
         name: pl.concat(frames) if frames else table(name).empty() for name, frames in parts.items()
     }
 
 
-def _validate_batch(batch: Sequence[_Pending]) -> dict[str, pl.DataFrame]:
-    """Outcomes and new rows of a batch of attempts: the bulk check first; an attempt it does
-    not accept goes through the precise validator (which names every error) one by one."""
-    precise = bulk_disabled()
-    checked = bulk.check_lines([files.bodies[MEASUREMENTS_FILE] for _, files, _ in batch])
+def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.DataFrame]:
+    """Outcomes and new rows of a batch of attempts: the bulk check first (``fast`` mode); an
+    attempt it does not accept goes through the precise validator (which names every error) one
+    by one. Both give their runs to the same row builder (``bulk.run_frames``)."""
+    bodies = [files.bodies[MEASUREMENTS_FILE] for _, files, _ in batch]
+    checked = bulk.check_lines(bodies) if mode == "fast" else bulk.nothing_checked(len(batch))
     n_lines = np.bincount(checked.runs["attempt"].to_numpy(), minlength=len(batch))
     keep = np.zeros(len(batch), bool)
-    slow: list[tuple[int, str, ValidAttempt]] = []
+    slow: list[tuple[int, list[Run]]] = []
     rows: dict[str, list[dict[str, Any]]] = {"attempts": [], "expectations": []}
     for i, (campaign, files, same) in enumerate(batch):
         cid, name, run = campaign.cid, files.folder.name, campaign.run
         fast = None
-        if not precise and checked.accepted[i]:
+        if checked.accepted[i]:
             fast = bulk.fast_attempt(files, benchmark=campaign.benchmark)
         valid = None
         if fast is not None:
@@ -370,11 +385,11 @@ def _validate_batch(batch: Sequence[_Pending]) -> dict[str, pl.DataFrame]:
         rows["expectations"] += _expectation_rows(cid, name, mechanism)
         keep[i] = valid is None
         if valid is not None:
-            slow.append((i, cid, valid))
+            slow.append((i, valid.runs))
     cids = [campaign.cid for campaign, _, _ in batch]
     ids = [files.folder.name for _, files, _ in batch]
     fast_rows = bulk.run_frames(cids, ids, checked, keep)
-    slow_rows = _run_frames(slow)
+    slow_rows = bulk.run_frames(cids, ids, bulk.parsed_runs(slow), ~keep)
     out = {name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
            for name, found in rows.items()}  # fmt: skip
     for name, frame in fast_rows.items():
@@ -418,12 +433,6 @@ def _unmeasured(
             "campaign_id", "attempt_id", "position", "target", "name", "expect"
         ).iter_rows()
     ]
-
-
-def bulk_disabled() -> bool:
-    """EXPLAIN_INGEST_PRECISE=1 sends every attempt through the per-line validator (the
-    benchmark's comparison; results are the same, only slower)."""
-    return os.environ.get("EXPLAIN_INGEST_PRECISE") == "1"
 
 
 def _campaign_outcome(store: Store, cid: str, changed: bool) -> Outcome:
@@ -531,42 +540,6 @@ def campaign_frame(cid: str, campaign: Document) -> pl.DataFrame:
     return pl.DataFrame([row], schema=table("campaigns").polars_schema())
 
 
-def _run_frames(attempts: Sequence[tuple[int, str, ValidAttempt]]) -> dict[str, pl.DataFrame]:
-    """``samples``, ``breakdown`` and ``counters`` rows of attempts the precise validator
-    accepted (built from its parsed documents), each given with its position in the batch
-    (``_pos``) and its campaign."""
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in bulk.RUN_TABLES}
-    for position, cid, attempt in attempts:
-        for run in attempt.runs:
-            key = {
-                "campaign_id": cid,
-                "attempt_id": attempt.attempt_id,
-                "side": run.data["side"],
-                "repetition": run.data["repetition"],
-                "_pos": position,
-            }
-            rows["samples"].append(
-                {
-                    **key,
-                    "status": run.data["status"],
-                    "metric": run.data.get("metric"),
-                    "line": run.line,
-                    **_recording(run.data),
-                }
-            )
-            rows["breakdown"] += _breakdown_rows(key, run.data.get("breakdown") or {})
-            rows["counters"] += [
-                {**key, "counter": name, "value": float(value)}
-                for name, value in (run.data.get("counters") or {}).items()
-            ]
-    return {
-        name: pl.DataFrame(
-            found, schema={**table(name).polars_schema(), "_pos": pl.Int64}, strict=False
-        )
-        for name, found in rows.items()
-    }
-
-
 def _attempt_row(
     cid: str,
     files: AttemptFiles,
@@ -601,16 +574,6 @@ def _attempt_row(
     }
 
 
-def _recording(run: dict[str, Any]) -> dict[str, Any]:
-    """The recorder's optional fields of one run (null when absent)."""
-    started, finished = run.get("started_at"), run.get("finished_at")
-    return {
-        "order": run.get("order"),
-        "started_at": parse_timestamp(started) if started else None,
-        "finished_at": parse_timestamp(finished) if finished else None,
-    }
-
-
 def _json_text(value: dict[str, Any] | None) -> str | None:
     if value is None:
         return None
@@ -625,17 +588,6 @@ def _expectation_rows(
     return [
         {"campaign_id": cid, "attempt_id": attempt_id, "position": i, **item}
         for i, item in enumerate(mechanism.data["expectations"])
-    ]
-
-
-def _breakdown_rows(key: dict[str, Any], breakdown: dict[str, Any]) -> list[dict[str, Any]]:
-    """step -> region -> seconds; a flat {region: seconds} is the single step ``all``."""
-    if breakdown and not isinstance(next(iter(breakdown.values())), dict):
-        breakdown = {"all": breakdown}
-    return [
-        {**key, "step": step, "region": region, "seconds": float(seconds)}
-        for step, regions in breakdown.items()
-        for region, seconds in regions.items()
     ]
 
 

@@ -57,6 +57,7 @@ from pipeline.ingest.validate import (
     MECHANISM_FILE,
     AttemptFiles,
     Document,
+    Run,
     parse_timestamp,
 )
 
@@ -307,15 +308,9 @@ def _present(values: list[Any]) -> np.ndarray:
     return np.fromiter(map(is_not, values, repeat(UNSET)), bool, len(values))
 
 
-def _timestamps(values: list[Any]) -> tuple[list[datetime | None], np.ndarray]:
-    """Parsed optional timestamps (None where absent) and, per value, whether it is valid."""
-    parsed = [None if v is UNSET else parse_timestamp(v) for v in values]
-    ok = np.fromiter(
-        (p is not None or v is UNSET for p, v in zip(parsed, values, strict=True)),
-        bool,
-        len(values),
-    )
-    return parsed, ok
+def _timestamps(values: list[Any]) -> list[datetime | None]:
+    """Parsed optional timestamps: None where absent or not valid."""
+    return [None if v is UNSET else parse_timestamp(v) for v in values]
 
 
 @dataclass(frozen=True)
@@ -355,6 +350,61 @@ def check_lines(bodies: Sequence[bytes]) -> Checked:
     )
 
 
+def _run_frame(runs: list[Any], attempt: np.ndarray, line: np.ndarray) -> pl.DataFrame:
+    """The ``samples`` columns of decoded runs (typed structs, or the precise validator's
+    documents seen through :class:`_Fields`): the one row builder of both paths."""
+    order = list(map(_ORDER, runs))
+    started_at = _timestamps(list(map(_STARTED, runs)))
+    finished_at = _timestamps(list(map(_FINISHED, runs)))
+    return pl.DataFrame(
+        {
+            "attempt": attempt,
+            "side": pl.Series(list(map(_SIDE, runs)), dtype=pl.String),
+            "repetition": pl.Series(list(map(_REPETITION, runs)), dtype=pl.Int64),
+            "status": pl.Series(list(map(_STATUS, runs)), dtype=pl.String),
+            "metric": pl.Series(
+                [None if m is UNSET else m for m in map(_METRIC, runs)], dtype=pl.Float64
+            ),
+            "line": line,
+            "order": pl.Series([None if o is UNSET else o for o in order], dtype=pl.Int64),
+            "started_at": pl.Series(started_at, dtype=pl.Datetime("us", "UTC")),
+            "finished_at": pl.Series(finished_at, dtype=pl.Datetime("us", "UTC")),
+        },
+        schema=_RUN_SCHEMA,
+    )
+
+
+class _Fields:
+    """A parsed run document read like a typed struct: a field it lacks is UNSET."""
+
+    __slots__ = ("_doc",)
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self._doc = doc
+
+    def __getattr__(self, name: str) -> Any:
+        return self._doc.get(name, UNSET)
+
+
+def parsed_runs(attempts: Sequence[tuple[int, Sequence[Run]]]) -> Checked:
+    """The rows of attempts the precise validator accepted (each given with its position in the
+    batch), built like the typed decoders' rows."""
+    runs = [_Fields(run.data) for _, found in attempts for run in found]
+    position = np.asarray([p for p, found in attempts for _ in found], np.int64)
+    line = np.asarray([run.line for _, found in attempts for run in found], np.int64)
+    return Checked(
+        np.ones(len(attempts), bool),
+        _run_frame(runs, position, line),
+        breakdown_cells(runs)[0],
+        counter_cells(runs)[0],
+    )
+
+
+def nothing_checked(n: int) -> Checked:
+    """No attempt of a batch of ``n`` accepted, no rows: the precise mode's bulk check."""
+    return replace(parsed_runs([]), accepted=np.zeros(n, bool))
+
+
 def decode_and_check(bodies: Sequence[bytes]) -> Checked:
     """Decode and check the measurements files of a batch of attempts at once (the typed
     decoders)."""
@@ -365,21 +415,9 @@ def decode_and_check(bodies: Sequence[bytes]) -> Checked:
     order = list(map(_ORDER, runs))
     started = list(map(_STARTED, runs))
     finished = list(map(_FINISHED, runs))
-    started_at, started_ok = _timestamps(started)
-    finished_at, finished_ok = _timestamps(finished)
-    frame = pl.DataFrame(
-        {
-            "attempt": lines.attempt,
-            "side": pl.Series(list(map(_SIDE, runs)), dtype=pl.String),
-            "repetition": pl.Series(list(map(_REPETITION, runs)), dtype=pl.Int64),
-            "status": pl.Series(list(map(_STATUS, runs)), dtype=pl.String),
-            "metric": pl.Series([None if m is UNSET else m for m in metric], dtype=pl.Float64),
-            "line": lines.line,
-            "order": pl.Series([None if o is UNSET else o for o in order], dtype=pl.Int64),
-            "started_at": pl.Series(started_at, dtype=pl.Datetime("us", "UTC")),
-            "finished_at": pl.Series(finished_at, dtype=pl.Datetime("us", "UTC")),
-        }
-    )
+    frame = _run_frame(runs, lines.attempt, lines.line)
+    started_ok = frame["started_at"].is_not_null().to_numpy() | ~_present(started)
+    finished_ok = frame["finished_at"].is_not_null().to_numpy() | ~_present(finished)
     breakdown, mixed, breakdown_keys = breakdown_cells(runs)
     counters, counter_keys = counter_cells(runs)
     has_breakdown = _present(list(map(_BREAKDOWN, runs)))

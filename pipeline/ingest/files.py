@@ -12,7 +12,12 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Literal
 
+ReadMode = Literal["fast", "precise"]
+"""How a format's reader reads: ``fast`` (the default) tries its fast engine first and leaves
+to the precise one only what it cannot vouch for; ``precise`` reads everything with the precise
+engine (the reference the fast one is tested against: same results, slower)."""
 MiB = 2**20
 GiB = 2**30
 
