@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     precise = work / "precise-store"
     shutil.rmtree(precise, ignore_errors=True)
     precise_s, precise_cpu, _ = measure(
-        [cli, "ingest", str(folder), "--store", str(precise)], env={"EXPLAIN_INGEST_PRECISE": "1"}
+        [cli, "ingest", str(folder), "--store", str(precise), "--precise"]
     )
     same_stores(clean, precise)
     shutil.rmtree(precise)
@@ -369,7 +369,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     print(row(f"`ingest` of {attempts:,} attempts ({n_lines:,} measurement lines, {campaigns} "
               "campaigns)", f"{ingest_s:.1f} s [{ingest_cpu:.1f}] = {n_lines / ingest_s:,.0f} "
               f"lines/s [{n_lines / ingest_cpu:,.0f} per CPU second], peak RSS {ingest_rss:.0f} "
-              "MiB", f"per-line validator (EXPLAIN_INGEST_PRECISE=1): {precise_s:.1f} s "
+              "MiB", f"per-line validator (ingest --precise): {precise_s:.1f} s "
               f"[{precise_cpu:.1f}] = {n_lines / precise_s:,.0f} lines/s; same stored tables",
               f"{precise_s / ingest_s:.1f}x faster", "≥ 40,000 lines/s", "2 cores"))  # fmt: skip
     print(row(f"`assess --all` of {attempts:,} attempts ({n_all:,} quantities with an "

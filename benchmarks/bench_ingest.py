@@ -4,7 +4,7 @@ ingest: writes a stored-attempt folder (by default 3,000 attempts in 10 campaign
 repetitions x 2 sides, 4 steps x 4 regions and 2 counters per line: 60,000 lines), then runs
 the real command on it twice, `explain-pipeline ingest FOLDER --store STORE`, each in its own
 process and timed from outside (start-up included): once as shipped (the bulk path), once with
-the bulk path switched off (EXPLAIN_INGEST_PRECISE=1: every attempt through the per-line
+the bulk path switched off (`ingest --precise`: every attempt through the per-line
 validator). Asserts the two stores hold the same tables and prints lines per second (wall and
 CPU seconds) and the peak RSS of both.
 
@@ -14,8 +14,8 @@ of all the process's threads, which says the cost even on a busy machine) and pe
 the file size.
 The importing process is warmed first by one import of the small fixture (modules loaded, thread
 pool started: start-up is measured on its own), so the figures are those of the trace. With
---compare-import, also imports it with the previous whole-document importer
-(EXPLAIN_KINETO_WHOLE=1) and asserts the two lines are equal.
+--compare-import, also imports it with the whole-document reader (the precise mode) and asserts
+the two lines are equal.
 
     .venv/bin/python benchmarks/bench_ingest.py
     .venv/bin/python benchmarks/bench_ingest.py --attempts 100000 --per-campaign 1000 --skip-precise
@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.ingest.files import ReadMode
 from pipeline.policy import policy_sha256
 
 STEPS = ("decode-0", "decode-1", "decode-2", "decode-3")
@@ -122,15 +123,15 @@ def _rss_mib() -> float:
     return _status_mib("VmHWM")
 
 
-def ingest_command(folder: Path, store: Path, env: dict[str, str]) -> dict[str, float]:
+def ingest_command(folder: Path, store: Path, options: list[str]) -> dict[str, float]:
     """Run `explain-pipeline ingest` in its own process: wall and CPU seconds (user + system)
     and its peak RSS in MiB (from wait4); a rejected attempt or any error fails the benchmark."""
     cli = Path(sys.executable).parent / "explain-pipeline"
     os.sync()  # what the previous step wrote reaches the disk before, not during, this one
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        [str(cli), "ingest", str(folder), "--store", str(store)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env},
+        [str(cli), "ingest", str(folder), "--store", str(store), *options],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
@@ -141,7 +142,7 @@ def ingest_command(folder: Path, store: Path, env: dict[str, str]) -> dict[str, 
     return {"seconds": seconds, "cpu": cpu, "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
-def phase_import(trace: str) -> dict[str, Any]:
+def phase_import(trace: str, mode: ReadMode = "fast") -> dict[str, Any]:
     from pipeline.importers import import_line
 
     # The program loaded and warmed: one import of the small fixture first loads every module an
@@ -150,7 +151,7 @@ def phase_import(trace: str) -> dict[str, Any]:
     import_line("kineto", [str(FIXTURES / "cpu_steps.json")], side="baseline", repetition=0)
     before = _status_mib("VmRSS")
     t0, c0 = time.perf_counter(), time.process_time()
-    line, _ = import_line("kineto", [trace], side="baseline", repetition=0)
+    line, _ = import_line("kineto", [trace], side="baseline", repetition=0, mode=mode)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "seconds": seconds,
@@ -161,10 +162,9 @@ def phase_import(trace: str) -> dict[str, Any]:
     }
 
 
-def _subprocess(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+def _subprocess(*args: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, *args], check=True, capture_output=True, text=True,
-        env={**os.environ, **(env or {})},
+        [sys.executable, __file__, *args], check=True, capture_output=True, text=True
     )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -259,14 +259,14 @@ def bench_ingest(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     lines = write_folder(folder, args.attempts, args.per_campaign, args.repetitions, args.seed)
     campaigns = -(-args.attempts // args.per_campaign)
-    rows: list[tuple[str, dict[str, str]]] = [("bulk", {})]
+    rows: list[tuple[str, list[str]]] = [("bulk", [])]
     if not args.skip_precise:
-        rows.append(("per-line", {"EXPLAIN_INGEST_PRECISE": "1"}))
+        rows.append(("per-line", ["--precise"]))
     results = {}
-    for label, env in rows:
+    for label, options in rows:
         store = work / f"store-{label}"
         shutil.rmtree(store, ignore_errors=True)
-        result = ingest_command(folder, store, env)
+        result = ingest_command(folder, store, options)
         results[label] = result
         print(
             f"ingest ({label}): {args.attempts:,} attempts in {campaigns} campaigns, {lines:,} "
@@ -290,14 +290,14 @@ def bench_import(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     trace = work / "trace.json"
     size = write_trace(trace, args.trace_mb)
     mb = size / 1e6
-    rows: list[tuple[str, dict[str, str]]] = [("streaming", {})]
+    rows: list[tuple[str, list[str]]] = [("streaming", [])]
     if args.compare_import:
-        rows.append(("whole-file", {"EXPLAIN_KINETO_WHOLE": "1"}))
+        rows.append(("whole-file", ["precise"]))
     lines: dict[str, Any] = {}
     results: dict[str, Any] = {"mb": mb}
-    for label, env in rows * args.repeat:
+    for label, mode in rows * args.repeat:
         os.sync()  # the trace and the ingests' stores on the disk before the import is timed
-        result = _subprocess("--phase", "import", str(trace), env=env)
+        result = _subprocess("--phase", "import", str(trace), *mode)
         assert lines.setdefault(label, result["line"]) == result["line"]
         results[label] = result
         print(

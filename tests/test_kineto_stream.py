@@ -46,24 +46,20 @@ def test_stream_gives_the_events_of_the_whole_file(name: str, block: int) -> Non
 
 
 @pytest.mark.parametrize("name", [*TRACES, "tricky"])
-def test_the_streamed_line_is_the_whole_readers_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
+def test_the_streamed_line_is_the_whole_readers_line(tmp_path: Path, name: str) -> None:
     path = _tricky(tmp_path, 2) if name == "tricky" else FIXTURES / name
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=4096) is not None
     streamed = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
-    monkeypatch.setenv("EXPLAIN_KINETO_WHOLE", "1")
-    assert import_line("kineto", [str(path)], side="baseline", repetition=0)[0] == streamed
+    whole = import_line("kineto", [str(path)], side="baseline", repetition=0, mode="precise")
+    assert whole[0] == streamed
 
 
-def test_stream_of_a_gpu_trace_and_the_same_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_stream_of_a_gpu_trace_and_the_same_line(tmp_path: Path) -> None:
     path = _gpu_trace(tmp_path)
     _same_as_whole(path, 50)
     streamed = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
-    monkeypatch.setenv("EXPLAIN_KINETO_WHOLE", "1")
-    assert import_line("kineto", [str(path)], side="baseline", repetition=0)[0] == streamed
+    whole = import_line("kineto", [str(path)], side="baseline", repetition=0, mode="precise")
+    assert whole[0] == streamed
 
 
 @pytest.mark.parametrize(
@@ -167,7 +163,7 @@ def _with_value(tmp_path: Path, field: str, text: str) -> Path:
     ],
 )
 def test_ids_and_times_written_otherwise_take_the_whole_reading(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, text: str
+    tmp_path: Path, field: str, text: str
 ) -> None:
     path = _with_value(tmp_path, field, text)
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA) is None
@@ -175,9 +171,8 @@ def test_ids_and_times_written_otherwise_take_the_whole_reading(
         line = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
     except ImportFormatError as exc:
         line = {"error": str(exc)}
-    monkeypatch.setenv("EXPLAIN_KINETO_WHOLE", "1")
     try:
-        whole = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
+        whole = import_line("kineto", [str(path)], side="baseline", repetition=0, mode="precise")[0]
     except ImportFormatError as exc:
         whole = {"error": str(exc)}
     assert whole == line

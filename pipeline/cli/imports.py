@@ -80,6 +80,12 @@ from pipeline.importers import (
     help="pytest-benchmark, gbench, pyperf: the run's metric is the sum of the benchmarks' "
     "median per-iteration times, or their geometric mean (docs/suites.md).",
 )
+@click.option(
+    "--precise",
+    is_flag=True,
+    default=False,
+    help="kineto: read each trace whole instead of streamed (the same line, slower).",
+)
 @output_option(
     "Append the line(s) to this measurements.jsonl (refused if a run is already in it); "
     "default: print them."
@@ -96,6 +102,7 @@ def import_command(
     region_pattern: str | None,
     renames: tuple[str, ...],
     suite_metric: str,
+    precise: bool,
     output: str | None,
 ) -> int:
     """Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).
@@ -132,6 +139,7 @@ def import_command(
             renames=renames,
             output=target,
             suite_metric=suite_metric,
+            mode="precise" if precise else "fast",
         )
         click.echo(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}", err=True)
         for note in notes:
@@ -152,6 +160,7 @@ def import_command(
         renames=renames,
         output=target,
         suite_metric=suite_metric,
+        mode="precise" if precise else "fast",
     )
     steps = len(line.get("breakdown", {}))
     click.echo(

@@ -22,6 +22,7 @@ from pipeline.allocator import load_polars
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
 from pipeline.ingest.declare import Side
+from pipeline.ingest.files import ReadMode
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class ImportOptions:
     step_pattern: re.Pattern[str] | None = None
     region_pattern: re.Pattern[str] | None = None
     suite_metric: str = "sum"  # suite formats: the run's metric from its benchmarks (suites.py)
+    mode: ReadMode = "fast"  # kineto: "precise" reads the file whole, never streamed
 
     def keeps_region(self, name: str) -> bool:
         return self.region_pattern is None or self.region_pattern.fullmatch(name) is not None
@@ -282,6 +284,7 @@ def import_line(
     region_pattern: str | None = None,
     renames: Sequence[str] = (),
     suite_metric: str = "sum",
+    mode: ReadMode = "fast",
 ) -> tuple[dict[str, Any], Imported]:
     """Read the files of one run and build its validated line (nothing is written)."""
     if repetition < 0:
@@ -292,6 +295,7 @@ def import_line(
         step_pattern=compile_pattern("--step-pattern", step_pattern),
         region_pattern=compile_pattern("--region-pattern", region_pattern),
         suite_metric=suite_metric,
+        mode=mode,
     )
     mapping = parse_renames(renames)
     imported = read_run(fmt, parse_inputs(arguments), options)
@@ -315,6 +319,7 @@ def import_run(
     renames: Sequence[str] = (),
     output: Path | None = None,
     suite_metric: str = "sum",
+    mode: ReadMode = "fast",
 ) -> tuple[dict[str, Any], Imported]:
     """The library call behind ``explain-pipeline import``: read, build, validate, then append
     the line to ``output`` or print it."""
@@ -328,6 +333,7 @@ def import_run(
         region_pattern=region_pattern,
         renames=renames,
         suite_metric=suite_metric,
+        mode=mode,
     )
     write_line(line, output)
     return line, imported
@@ -402,6 +408,7 @@ def import_folder(
     renames: Sequence[str] = (),
     output: Path | None = None,
     suite_metric: str = "sum",
+    mode: ReadMode = "fast",
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Every run of a folder of profiler files, in one process: one line per run, all checked
     before any is written (a bad file writes nothing), then appended to ``output`` or printed.
@@ -419,6 +426,7 @@ def import_folder(
             region_pattern=region_pattern,
             renames=renames,
             suite_metric=suite_metric,
+            mode=mode,
         )
         lines.append(line)
         notes += imported.notes

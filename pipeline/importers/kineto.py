@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 import zlib
 from collections.abc import Sequence
@@ -74,8 +73,9 @@ _KEPT_CATS = {c: c for c in CPU_CATS | GPU_CATS} | {
 
 
 def _stream(path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
-    """The events read as a stream (bounded memory), or None: then the file is read whole.
-    EXPLAIN_KINETO_WHOLE=1 always reads it whole (the benchmark's comparison)."""
+    """The events read as a stream (bounded memory), or None: then the file is read whole
+    (always with ``ImportOptions.mode == "precise"``: the reference the stream is tested
+    against)."""
     return read_events(path, _KEPT_CATS, EVENT_SCHEMA)
 
 
@@ -318,7 +318,7 @@ def _read_file(item: InputFile, options: ImportOptions) -> tuple[Imported, int]:
             "kineto steps come from ProfilerStep annotations or --step-pattern; "
             f"expected PATH, got {quoted(item.step + '=' + str(path))}",
         )
-    streamed = None if os.environ.get("EXPLAIN_KINETO_WHOLE") == "1" else _stream(path)
+    streamed = _stream(path) if options.mode == "fast" else None
     if streamed is None:  # the stream could not vouch for the file: the exact, whole reading
         doc = _load(path)
         frame = _frame(path, _events(path, doc))
