@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 import json
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.cli.ci import junit_option
 from pipeline.cli.common import command, engine_options, format_option, store_option
 from pipeline.contracts import BOOKKEEPING_COLUMNS
 from pipeline.engines import open_engine
@@ -24,14 +26,15 @@ _COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", 
                       "status", "reason", "method"]  # fmt: skip
 _OUTCOME_FIELDS = ["position", "target", "name", "expect", "evidence", "direction", "outcome",
                    "reason"]  # fmt: skip
-_HEADERS = tuple(header for _, header in SUMMARY)
+SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
 
 
 @command("assess")
 @click.argument("campaign_id", required=False)
 @click.option("--all", "all_campaigns", is_flag=True, help="Assess every campaign in the store.")
 @store_option
-@format_option("table", "json", "csv")
+@format_option("table", "json", "csv", "markdown")
+@junit_option
 @click.option(
     "--what-if",
     "what_if",
@@ -71,6 +74,7 @@ def assess_command(
     gate: bool,
     gate_attempt: str | None,
     digests: bool,
+    junit: Path | None,
 ) -> int:
     """Paired intervals, mechanical explanations and verdicts (docs/contract.md §4-§6).
 
@@ -88,6 +92,7 @@ def assess_command(
           --what-if require_explanation=true
       explain-pipeline assess --all --engine ray --ray-address auto
       explain-pipeline assess llama-decode-2026-11 --gate   # in CI: exit 5 unless PASS
+      explain-pipeline assess llama-decode-2026-11 --format markdown --junit verdicts.xml
     """
     if bool(campaign_id) == all_campaigns:
         raise UsageError("give one CAMPAIGN_ID or --all")
@@ -95,6 +100,8 @@ def assess_command(
         raise UsageError("--gate needs one CAMPAIGN_ID and the frozen policy (no --all, --what-if)")
     if gate_attempt is not None and not gate:
         raise UsageError("--attempt is the attempt --gate decides on: give --gate too")
+    if junit is not None and what_if:
+        raise UsageError("--junit reports the frozen policy's verdicts: drop --what-if")
     from pipeline.allocator import load_polars
 
     # Freed pages handed back after Polars' half second instead of a second more: batch after
@@ -117,8 +124,13 @@ def assess_command(
     if fmt == "table":
         click.echo(render_table(result), nl=False)
     else:
-        render = {"json": render_json, "csv": render_csv}[fmt]
+        from pipeline.cli.ci import render_markdown
+
+        render = {"json": render_json, "csv": render_csv, "markdown": render_markdown}[fmt]
         click.echo(render(result, digests=digests), nl=False)
+    from pipeline.cli.ci import emit_ci, render_markdown
+
+    emit_ci(result, junit=junit, markdown=lambda: render_markdown(result), focus=gate_attempt)
     if result.blocked.height:
         ids = ", ".join(result.blocked["campaign_id"].unique(maintain_order=True))
         click.echo(f"error: blocked by integrity errors: {ids}", err=True)
@@ -144,7 +156,8 @@ def _num(value: float | None, spec: str) -> str:
     return fmt_number(value, spec, TEXT)
 
 
-def _cells(row: dict[str, Any]) -> tuple[str, ...]:
+def summary_cells(row: dict[str, Any]) -> tuple[str, ...]:
+    """One attempt's row of the verdict table (SUMMARY_HEADERS), as every text format shows it."""
     paired = (row["paired_estimate"], row["paired_low"], row["paired_high"])
     interval = fmt_paired(*paired) or TEXT.none
     verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
@@ -196,7 +209,8 @@ def _integrity_lines(errors: pl.DataFrame) -> str:
     return "".join(out)
 
 
-def _campaign_order(result: AssessResult) -> list[str]:
+def campaign_order(result: AssessResult) -> list[str]:
+    """The campaigns of a result, assessed or blocked, in the order every format lists them."""
     ids = result.assessments["campaign_id"].to_list() + result.blocked["campaign_id"].to_list()
     return sorted(set(ids) | set(result.campaign_ids))
 
@@ -229,7 +243,7 @@ def render_table(result: AssessResult) -> str:
     # one split per table, not a filter per campaign (thousands of campaigns with --all)
     blocked = _by_campaign(result.blocked)
     assessed = _by_campaign(result.assessments)
-    for cid in _campaign_order(result):
+    for cid in campaign_order(result):
         errors = blocked.get(cid, result.blocked.clear())
         if errors.height:
             out.write(f"campaign {cid}: BLOCKED by {errors.height} integrity error(s); ")
@@ -245,7 +259,8 @@ def render_table(result: AssessResult) -> str:
         )
         out.write(f"campaign {cid}: {policy}\n")
         if rows.height:
-            out.write(_grid([_HEADERS, *(_cells(r) for r in rows.iter_rows(named=True))]))
+            cells = (summary_cells(r) for r in rows.iter_rows(named=True))
+            out.write(_grid([SUMMARY_HEADERS, *cells]))
             out.write(_order_warnings(rows))
         if result.what_if:
             changed, total = _changed(result, cid)
@@ -254,7 +269,7 @@ def render_table(result: AssessResult) -> str:
     if result.what_if:
         changed, total = _changed(result)
         out.write(f"what-if changes {changed} of {total} verdicts\n")
-    if not _campaign_order(result):
+    if not campaign_order(result):
         out.write("no campaigns to assess\n")
     return out.getvalue()
 
@@ -307,7 +322,7 @@ def render_json(result: AssessResult, *, digests: bool = False) -> str:
     nested = _nested(result, digests)
     blocked, attempts = _by_campaign(result.blocked), _by_campaign(nested)
     campaigns = []
-    for cid in _campaign_order(result):
+    for cid in campaign_order(result):
         errors = blocked.get(cid, result.blocked.clear())
         entry: dict[str, Any] = {
             "campaign_id": cid,

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli.common import command, declared_choice, declared_range, group, store_option
+from pipeline.cli.ci import junit_option
+from pipeline.cli.common import (
+    command,
+    declared_choice,
+    declared_range,
+    format_option,
+    group,
+    store_option,
+)
 from pipeline.errors import ExitCode
 from pipeline.record import DEFAULT_TIMEOUT
 
@@ -140,7 +148,9 @@ def _value(value: Any) -> str:
 @campaign_group.command("final")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @store_option
-def final_command(folder: Path, store_path: str | None) -> int:
+@format_option("table", "markdown")
+@junit_option
+def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | None) -> int:
     """Ingest the campaign in FOLDER, assess it, print the verdict table and the best attempt.
 
     Exits with assess's code (3 when an integrity error blocks the campaign); 1 when an
@@ -150,12 +160,15 @@ def final_command(folder: Path, store_path: str | None) -> int:
     Example:
       explain-pipeline campaign final attempts/matmul
       explain-pipeline campaign final attempts/matmul --store .explain-store
+      explain-pipeline campaign final attempts/matmul --format markdown --junit verdicts.xml
     """
+    from pipeline.cli.ci import emit_ci, final_markdown
     from pipeline.record.campaign import final_campaign
     from pipeline.store.tables import Store
 
     final = final_campaign(folder, Store.open(store_path))
-    click.echo(render_final(final), nl=False)
+    click.echo(final_markdown(final) if fmt == "markdown" else render_final(final), nl=False)
+    emit_ci(final.assess, junit=junit, markdown=lambda: final_markdown(final))
     for issue in final.ingest.issues:
         click.echo(str(issue), err=True)
     code = final.assess.exit_code
@@ -378,12 +391,14 @@ def render_round(result: RoundResult) -> str:
     default=None,
     help="Keep the campaign in this new folder (its store in DIR/.explain-store).",
 )
+@format_option("text", "markdown", default="text")
+@junit_option
 def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
                mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
                trace: str | None, step_pattern: str | None, region_pattern: str | None,
                renames: tuple[str, ...], decision: str, require_explanation: bool,
                min_improvement_pct: float, metric: str, better: str, keep: Path | None,
-               measure: MeasureOptions) -> int:  # fmt: skip
+               measure: MeasureOptions, fmt: str, junit: Path | None) -> int:  # fmt: skip
     """Is B better than A? One round of both commands in a throw-away campaign, then the
     verdict, the paired interval, the order effect and the explanation. Exit 0 when the
     verdict is PASS, 5 when it is not: usable as a CI gate.
@@ -399,6 +414,7 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
       explain-pipeline ab --measure pytest-benchmark -n 10 \\
           "pytest old/ --benchmark-only --benchmark-json={results}" \\
           "pytest new/ --benchmark-only --benchmark-json={results}"
+      explain-pipeline ab "python old.py" "python new.py" --format markdown --junit ab.xml
     """
     from pipeline.record.campaign import ab
 
@@ -411,7 +427,14 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
         trace=_trace_options(trace, step_pattern, region_pattern, renames), keep=keep,
         progress=sys.stderr.isatty(), warn=_warn, measure=measure,
     )  # fmt: skip
-    click.echo(render_ab(result, command_a, command_b), nl=False)
+    from pipeline.cli.ci import ab_markdown, emit_ci
+
+    def markdown() -> str:
+        return ab_markdown(result, command_a, command_b)
+
+    click.echo(markdown() if fmt == "markdown" else render_ab(result, command_a, command_b),
+               nl=False)  # fmt: skip
+    emit_ci(result.final.assess, junit=junit, markdown=markdown)
     if result.final.assess.blocked.height:
         return int(ExitCode.INTEGRITY)
     if result.round.status == "failed":

@@ -1,0 +1,300 @@
+"""CI output of `assess`, `ab` and `campaign final`: the Markdown table, the JUnit XML report and
+the GitHub Actions job summary and annotations, through the real entry point and real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
+
+from pipeline.cli import main
+from pipeline.store.tables import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPLAIN = [sys.executable, "-m", "pipeline"]
+ODD = "fuse|rms\nnorm <float> *x* _y_ [a](b) `c` \\ #1 & ~z~"
+"""A candidate label with every character Markdown or a table reads, and a line break."""
+EXPS = [
+    expect("region", "attn", "decrease"),
+    expect("region", "ref", "unchanged"),
+    expect("counter", "launches", "increase"),
+    expect("region", "gone", "decrease"),
+]
+
+
+def _attempts(cid: str) -> list[Attempt]:
+    """r1 gains (attn halves, launches fall: that expectation is contradicted); r2 no change."""
+    gain = [run("baseline", r, 2.0, breakdown={"attn": 1.0, "ref": 1.0},
+                counters={"launches": 10}) for r in range(6)]  # fmt: skip
+    gain += [run("candidate", r, 1.5, breakdown={"attn": 0.5, "ref": 1.0},
+                 counters={"launches": 8}) for r in range(6)]  # fmt: skip
+    same = [run(side, r, 2.0) for r in range(6) for side in ("baseline", "candidate")]
+    return [Attempt(cid, "r1", 1, gain, EXPS, candidate=ODD),
+            Attempt(cid, "r2", 2, same, candidate="same\x01code")]  # fmt: skip
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    camps = [campaign("c", resamples=200), campaign("b", resamples=200)]
+    write_store(
+        Store(path),
+        camps,
+        _attempts("c") + _attempts("b"),
+        integrity=[integrity_row("b", "mechanism_digest_mismatch", "r1")],
+    )
+    return path
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def md_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row, unescaped back to the text they show."""
+    return [unescape(cell.strip()) for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def unescape(markdown: str) -> str:
+    text = markdown.replace("<br>", "\n")
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def table_rows(markdown: str, header_start: str) -> list[list[str]]:
+    lines = markdown.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(header_start))
+    assert set(lines[start + 1]) <= {"|", "-"}
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(md_cells(line))
+    return [md_cells(lines[start]), *rows]
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+def test_markdown_table_shows_the_text_tables_rows_and_the_exact_names(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text, _ = cli(["assess", "c", "--store", str(store)], capsys)
+    assert code == 0
+    code, markdown, err = cli(["assess", "c", "--store", str(store), "--format", "markdown"],
+                              capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    rows = table_rows(markdown, "| round |")
+    headers = re.split(r"\s{2,}", text.splitlines()[1].strip())
+    assert rows[0] == headers
+    assert len(rows) == 3 and all(len(r) == len(headers) for r in rows)
+    assert rows[1][2] == ODD and rows[2][2] == "same\x01code"
+    # every cell but the candidate's reads as the text table's (whose row the label breaks)
+    text_r2 = next(ln for ln in text.splitlines() if ln.startswith("2 "))
+    text_cells = re.split(r"\s{2,}", text_r2.strip())
+    text_cells += [""] * (len(headers) - len(text_cells))  # the text table drops an empty "best"
+    assert [c for i, c in enumerate(rows[2]) if i != 2] == [
+        c for i, c in enumerate(text_cells) if i != 2
+    ]
+    assert rows[1][8] == "PASS" and rows[2][8].startswith("FAIL")
+
+
+def test_markdown_lists_each_quantity_with_its_declared_outcome(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, markdown, _ = cli(["assess", "c", "--store", str(store), "--format", "markdown"],
+                            capsys)  # fmt: skip
+    assert code == 0
+    details = markdown.split("<details>")[1]
+    rows = table_rows(details, "| quantity |")
+    by_name = {(r[0], r[1]): r for r in rows[1:]}
+    assert by_name[("metric", "e2e_seconds")][4] == "improved"
+    assert by_name[("region_normalized", "attn")][3:] == ["2.0000 [2.0000, 2.0000]", "decrease",
+                                                          "decrease: confirmed"]  # fmt: skip
+    assert by_name[("counter", "launches")][5] == "increase: contradicted"
+    assert by_name[("region", "ref")][5] == "unchanged: assumed"
+    # a declared region that never appears has no comparison: listed under the table
+    assert "- declared region gone decrease: unverifiable" in details
+
+
+def test_markdown_of_a_blocked_campaign_lists_its_integrity_errors(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, markdown, _ = cli(["assess", "b", "--store", str(store), "--format", "markdown"],
+                            capsys)  # fmt: skip
+    assert code == 3
+    assert markdown.startswith("### campaign b: BLOCKED by 1 integrity error(s)")
+    assert "- attempt r1: \\[mechanism\\_digest\\_mismatch\\]" in markdown
+    assert "| round |" not in markdown
+
+
+# -- JUnit --------------------------------------------------------------------------------------
+def test_junit_has_a_case_per_attempt_and_expectation(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "out" / "verdicts.xml"
+    report.parent.mkdir()
+    code, _, _ = cli(["assess", "--all", "--store", str(store), "--junit", str(report)], capsys)
+    assert code == 3  # campaign b is blocked; the report is still written
+    root = ET.parse(report).getroot()  # well-formed although a label holds \x01
+    assert root.tag == "testsuites"
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert set(suites) == {"b", "c"}
+    blocked = suites["b"].findall("testcase")
+    assert [(t.get("classname"), t.get("name")) for t in blocked] == [("b", "integrity")]
+    error = blocked[0].find("error")
+    assert error is not None and "mechanism_digest_mismatch" in (error.text or "")
+    assert (suites["b"].get("tests"), suites["b"].get("errors")) == ("1", "1")
+
+    cases = suites["c"].findall("testcase")
+    names = [(t.get("classname"), t.get("name")) for t in cases]
+    assert names == [("c", f"r1 {ODD}"), ("c.r1", "region attn decrease"),
+                     ("c.r1", "region ref unchanged"), ("c.r1", "counter launches increase"),
+                     ("c.r1", "region gone decrease"), ("c", "r2 same\\x01code")]  # fmt: skip
+    failures = {t.get("name"): f for t in cases if (f := t.find("failure")) is not None}
+    assert set(failures) == {"counter launches increase", "r2 same\\x01code"}
+    r2 = failures["r2 same\\x01code"]
+    assert r2.get("type") == "FAIL"
+    assert r2.get("message", "").startswith("FAIL (not_improved), decision median, paired ratio")
+    launches = failures["counter launches increase"]
+    assert launches.get("message") == (
+        "contradicted: counter launches 1.2500 [1.2500, 1.2500], decrease"
+    )
+    skipped = [t.get("name") for t in cases if t.find("skipped") is not None]
+    assert skipped == ["region gone decrease"]
+    assert suites["c"].get("tests") == str(len(cases)) == "6"
+    assert (suites["c"].get("failures"), suites["c"].get("skipped")) == ("2", "1")
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("7", "2", "1")
+
+
+def test_junit_counts_agree_with_the_verdicts(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The attempt cases against the json output: failure exactly where the verdict is not PASS."""
+    report = tmp_path / "v.xml"
+    code, out, _ = cli(["assess", "c", "--store", str(store), "--format", "json", "--junit",
+                        str(report)], capsys)  # fmt: skip
+    assert code == 0
+    attempts = json.loads(out)["campaigns"][0]["attempts"]
+    verdicts = {f"{a['attempt_id']} {a['candidate']}".replace("\x01", "\\x01"): a["verdict"]
+                for a in attempts}  # fmt: skip
+    cases = {t.get("name"): t for t in ET.parse(report).getroot().iter("testcase")
+             if t.get("classname") == "c"}  # fmt: skip
+    assert set(cases) == set(verdicts)
+    assert {n: t.find("failure") is None for n, t in cases.items()} == {
+        n: v == "PASS" for n, v in verdicts.items()
+    }
+
+
+def test_junit_refuses_a_what_if(store: Path, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    code, _, err = cli(["assess", "c", "--store", str(store), "--what-if", "decision=paired",
+                        "--junit", str(tmp_path / "x.xml")], capsys)  # fmt: skip
+    assert code == 2
+    assert err == "error: --junit reports the frozen policy's verdicts: drop --what-if\n"
+    assert not (tmp_path / "x.xml").exists()
+
+
+# -- GitHub Actions -----------------------------------------------------------------------------
+def _github(args: list[str], summary: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary), **extra}
+    return subprocess.run([*EXPLAIN, *args], capture_output=True, text=True, env=env, cwd=ROOT)
+
+
+def test_github_actions_summary_and_annotations(store: Path, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    done = _github(["assess", "c", "--store", str(store)], summary)
+    assert done.returncode == 0, done.stderr
+    outside = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    plain = subprocess.run([*EXPLAIN, "assess", "c", "--store", str(store), "--format",
+                            "markdown"], capture_output=True, text=True, cwd=ROOT,
+                           env=outside)  # fmt: skip
+    assert plain.stdout.startswith("### campaign c")
+    assert "::" not in plain.stdout  # outside GitHub Actions: no workflow command
+    assert summary.read_text() == "earlier step\n" + plain.stdout  # appended, not replaced
+    assert "::" not in done.stdout  # workflow commands go to stderr, stdout keeps the table
+    commands = [ln for ln in done.stderr.splitlines() if ln.startswith("::")]
+    # one per campaign: its latest round, r2, is FAIL; `same\x01code` and `%` are escaped
+    assert commands == [
+        "::error title=explain-pipeline%3A c r2 (round 2)::FAIL (not_improved), decision median, "
+        "paired ratio 1.0000 [1.0000, 1.0000], median improvement +0.00 %25, explanation "
+        "not_declared"
+    ]
+
+
+def test_github_annotations_leave_json_on_stdout_alone(store: Path, tmp_path: Path) -> None:
+    summary = tmp_path / "summary.md"
+    done = _github(["assess", "--all", "--store", str(store), "--format", "json"], summary)
+    assert done.returncode == 3
+    json.loads(done.stdout)  # no workflow command mixed into the data
+    commands = [ln for ln in done.stderr.splitlines() if ln.startswith("::")]
+    assert commands[0].startswith(
+        "::error title=explain-pipeline%3A campaign b blocked::1 integrity error(s), first: "
+        "[mechanism_digest_mismatch]"
+    )
+    assert commands[1].startswith("::error title=explain-pipeline%3A c r2 (round 2)::FAIL")
+    assert summary.read_text().startswith("### campaign b: BLOCKED")
+
+
+def test_github_gate_annotates_the_gated_attempt(store: Path, tmp_path: Path) -> None:
+    done = _github(["assess", "c", "--store", str(store), "--gate", "--attempt", "r1"],
+                   tmp_path / "s.md")  # fmt: skip
+    assert done.returncode == 0
+    notices = [ln for ln in done.stderr.splitlines() if ln.startswith("::")]
+    assert len(notices) == 1
+    assert notices[0].startswith("::notice title=explain-pipeline%3A c r1 (round 1)::PASS, ")
+
+
+# -- ab and campaign final ----------------------------------------------------------------------
+def test_ab_in_github_actions_writes_junit_summary_and_annotation(tmp_path: Path) -> None:
+    """A real `ab` of two real commands (the measurement file written by each run)."""
+    script = tmp_path / "measure.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "t = float(sys.argv[1])\n"
+        "json.dump({'metric': t, 'breakdown': {'work|x': t * 0.9, 'setup': t * 0.1}},\n"
+        "          open(os.environ['EXPLAIN_MEASUREMENT'], 'w'))\n"
+    )
+    summary, report = tmp_path / "summary.md", tmp_path / "ab.xml"
+    python = sys.executable
+    done = _github(["ab", f"{python} {script} 0.2", f"{python} {script} 0.1", "-n", "5",
+                    "--warmup", "0", "--junit", str(report), "--format", "markdown"],
+                   summary)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    markdown = done.stdout
+    assert unescape(markdown).startswith(f"**A (baseline):** {python} {script} 0.2\n")
+    verdict = "**verdict: PASS** (decision paired, paired ratio 2.0000 [2.0000, 2.0000]"
+    assert verdict in unescape(markdown)
+    assert summary.read_text() == markdown
+    rows = table_rows(markdown.split("<details open>")[1], "| quantity |")
+    assert ["region", "work|x", "5", "2.0000 [2.0000, 2.0000]", "decrease", ""] in rows
+    assert done.stderr.splitlines()[-1].startswith("::notice title=explain-pipeline%3A ab r001")
+    cases = list(ET.parse(report).getroot().iter("testcase"))
+    assert [(c.get("classname"), c.find("failure")) for c in cases] == [("ab", None)]
+
+
+def test_campaign_final_markdown_and_junit(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    folder = tmp_path / "llama-decode-2026-11"
+    shutil.copytree(ROOT / "data" / "attempts" / "llama-decode-2026-11", folder)
+    report = tmp_path / "final.xml"
+    code, out, _ = cli(["campaign", "final", str(folder), "--store", str(tmp_path / "s"),
+                        "--format", "markdown", "--junit", str(report)], capsys)  # fmt: skip
+    assert code == 0
+    rows = table_rows(out, "| round |")
+    assert [r[1] for r in rows[1:]] == [f"r00{i}" for i in range(1, 8)]
+    assert out.endswith("**best attempt:** r001 (round 1, candidate fused-mlp-gemm): PASS\n")
+    attempts = [c for c in ET.parse(report).getroot().iter("testcase")
+                if c.get("classname") == "llama-decode-2026-11"]  # fmt: skip
+    failed = [c.get("name") for c in attempts if c.find("failure") is not None]
+    assert failed == [r[1] + " " + r[2] for r in rows[1:] if r[8] != "PASS"]
