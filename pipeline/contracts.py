@@ -52,6 +52,7 @@ class Column:
     type: ColumnType
     nullable: bool
     description: str = ""
+    required_when: tuple[tuple[str, str], ...] = ()  # (column, value): not null on such rows
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,24 @@ class Table:
                 problems.append(f'column "{c.name}" is {found[c.name]}, not {c.type}')
         return problems
 
+    def value_rules(self) -> list[tuple[str, pl.Expr]]:
+        """The required values of a file of this table, each as (what is wrong, an expression
+        true on a row that breaks it): no null in a non-nullable column, and none in a nullable
+        one on the rows its ``required_when`` names (``samples.metric`` of an ok run)."""
+        import polars as pl
+
+        rules = []
+        for c in self.columns:
+            if c.name == PARTITION or (c.nullable and not c.required_when):
+                continue
+            where = pl.lit(True)
+            for other, value in c.required_when:
+                where = where & (pl.col(other) == value)
+            text = " and ".join(f"{other} is {value}" for other, value in c.required_when)
+            rules.append((f'column "{c.name}" is null' + (f" where {text}" if text else ""),
+                          pl.col(c.name).is_null() & where))  # fmt: skip
+        return rules
+
     def empty(self) -> pl.DataFrame:
         import polars as pl
 
@@ -131,7 +150,13 @@ def tables() -> dict[str, Table]:
             kind=spec["kind"],
             key=tuple(spec["key"]),
             columns=tuple(
-                Column(c["name"], c["type"], c["nullable"], c.get("description", ""))
+                Column(
+                    c["name"],
+                    c["type"],
+                    c["nullable"],
+                    c.get("description", ""),
+                    tuple(c.get("required_when", {}).items()),
+                )
                 for c in spec["columns"]
             ),
             in_every_file=frozenset(raw.get("in_every_file", {}).get(name, ())),

@@ -134,3 +134,56 @@ def test_a_damaged_data_page_behind_a_sound_footer_is_exit_1_naming_the_campaign
     expected = f"error: {store.root}: cannot read the input files of campaign c1: "
     assert done.stderr.startswith(expected)
     assert "internal error" not in done.stderr
+
+
+def _every_file_columns(name: str) -> list[str]:
+    spec = table(name)
+    every = [c.name for c in spec.columns if not c.nullable or c.name in spec.in_every_file]
+    return [name for name in every if name != "campaign_id"]
+
+
+@pytest.mark.parametrize("column", _every_file_columns("samples"))
+def test_a_column_dropped_from_an_input_is_noticed_when_results_would_be_reused(
+    store: Store, column: str
+) -> None:
+    # today: assess exits 0 and prints the stored verdicts again (the file is never read)
+    path = rewrite(store, "samples", column)
+    done = cli("assess", "c1", "--store", str(store.root))  # nothing changed: all reused
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr == (
+        f'error: {path}: column "{column}" is missing; the file does not match table samples '
+        f"of schemas/tables.json ({HINT})\n"
+    )
+
+
+def test_a_null_metric_of_an_ok_run_is_named_by_assess_and_store_check(store: Store) -> None:
+    # today: assess reuses the stored verdicts and store check says the store is clean
+    first_ok = (pl.col("status") == "ok").arg_true().first()
+    nulled = pl.when(pl.int_range(pl.len()) == first_ok).then(None).otherwise(pl.col("metric"))
+    path = rewrite(store, "samples", nulled.alias("metric"))
+    problem = (
+        'column "metric" is null where status is ok in 1 row(s); the file does not match table '
+        "samples of schemas/tables.json"
+    )
+    done = cli("assess", "c1", "--store", str(store.root))
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr == f"error: {path}: {problem} ({HINT})\n"
+    check = cli("store", "check", "--store", str(store.root))
+    assert check.returncode == 1
+    assert f"{path}: {problem} (store repair cannot fix this)" in check.stdout
+
+
+def test_a_null_in_a_non_nullable_column_is_named_by_store_check(store: Store) -> None:
+    path = rewrite(store, "counters", pl.lit(None, dtype=pl.String).alias("counter"))
+    rows = pl.read_parquet(path).height  # 4 repetitions x 2 sides x 2 counters
+    check = cli("store", "check", "--store", str(store.root))
+    assert check.returncode == 1
+    assert f'{path}: column "counter" is null in {rows} row(s)' in check.stdout
+
+
+def test_a_failed_run_may_have_no_metric(store: Store) -> None:
+    status = pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("failed")).otherwise("status")
+    metric = pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise("metric")
+    rewrite(store, "samples", [status.alias("status"), metric.alias("metric")])  # type: ignore[arg-type]
+    check = cli("store", "check", "--store", str(store.root))
+    assert (check.returncode, check.stdout) == (0, f"{store.root}: clean\n"), check.stdout

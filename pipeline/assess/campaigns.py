@@ -22,7 +22,7 @@ import polars as pl
 
 from pipeline.assess import explain, fraction, order_effect, quantities, verdicts
 from pipeline.assess.quantities import ATTEMPT
-from pipeline.contracts import OUTPUT_TABLES, table
+from pipeline.contracts import OUTPUT_TABLES, table, tables
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.ingest.declare import spec
@@ -459,8 +459,9 @@ def assess(
     )
     attempts = store.read("attempts", live)
     previous = store.read("assessments", live)
-    for name in ("samples", "breakdown", "counters", "expectations"):
-        store.check_complete(name, live)  # a truncated input is noticed also when all is reused
+    for name in tables():  # inputs and stored results
+        # columns, types and required values, also of files whose rows are reused unread
+        store.check(name, live, values=True)
     recompute = any(k in changes for k in INTERVAL_KEYS)
     frozen: pl.DataFrame | None = None
     if not (changes and recompute and not compare):

@@ -90,22 +90,6 @@ def _type_name(dtype: pl.DataType) -> str:
     return _TYPE_NAMES.get(dtype.base_type(), str(dtype).lower())
 
 
-def _truncation(path: Path) -> str | None:
-    """Why ``path`` is not a complete Parquet file, from its size and last 8 bytes (None: it
-    ends with a footer that fits in the file)."""
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            handle.seek(max(size - 8, 0))
-            tail = handle.read(8)
-    except OSError as exc:
-        return f"cannot read the file ({exc.strerror or exc})"
-    footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else size
-    if size < 12 or tail[4:] != b"PAR1" or footer + 12 > size:
-        return "not a readable Parquet file (it does not end with a whole Parquet footer)"
-    return None
-
-
 @cache
 def _schema_problems(table_name: str, schema: tuple[tuple[str, pl.DataType], ...]) -> list[str]:
     """What is wrong with a file of ``table_name`` that has ``schema`` (files share a few)."""
@@ -442,18 +426,13 @@ class Store:
         self._checked.add(key)
         return None
 
-    def check_complete(self, table_name: str, campaign_ids: Iterable[str]) -> None:
-        """A cheaper check than ``check`` for files that are not read now: each must end with a
-        whole Parquet footer (a truncated file does not). A failure is a StoreError naming it."""
-        for cid in campaign_ids:
-            path = self.partition_file(table_name, cid)
-            problem = _truncation(path) if self.has_partition(table_name, cid) else None
-            if problem is not None:
-                raise StoreError(f"{path}: {problem} (see docs/store.md#damaged-files)")
-
-    def check(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> list[Path]:
+    def check(
+        self, table_name: str, campaign_ids: Iterable[str] | None = None, *, values: bool = False
+    ) -> list[Path]:
         """The partition files of ``table_name`` (optionally only some campaigns), each checked
-        against schemas/tables.json: a damaged file is a StoreError naming it."""
+        against schemas/tables.json (columns and types; with ``values`` also the required
+        values, for files whose rows are reused unread): a damaged file is a StoreError naming
+        it."""
         wanted = self.campaign_ids(table_name) if campaign_ids is None else list(campaign_ids)
         present = [c for c in wanted if self.has_partition(table_name, c)]
         files = [self.partition_file(table_name, c) for c in present]
@@ -461,7 +440,41 @@ class Store:
             problem = self.file_problem(table_name, path)
             if problem is not None:
                 raise StoreError(f"{path}: {problem} (see docs/store.md#damaged-files)")
+        for path, problem in self.value_problems(table_name, files if values else []):
+            raise StoreError(f"{path}: {problem} (see docs/store.md#damaged-files)")
         return files
+
+    def value_problems(self, table_name: str, files: Sequence[Path]) -> list[tuple[Path, str]]:
+        """The files (whose columns were checked) that break a required value of the table
+        (Table.value_rules), each with what is wrong. One scan of them all whose filter Polars
+        answers from each row group's null counts, so a clean file costs its footer only."""
+        rules = table(table_name).value_rules()
+        if not files or not rules:
+            return []
+        frame = pl.scan_parquet(
+            list(files),
+            schema=table(table_name).polars_schema(with_partition=False),
+            missing_columns="insert",
+            extra_columns="ignore",
+            include_file_paths="_file",
+        )
+        try:
+            broken = (
+                frame.filter(pl.any_horizontal([expr for _, expr in rules]))
+                .group_by("_file")
+                .agg([expr.sum().alias(str(i)) for i, (_, expr) in enumerate(rules)])
+                .sort("_file")
+                .collect()
+            )
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            return [(Path(files[0]).parent.parent, f"cannot read the table ({_first_line(exc)})")]
+        return [
+            (Path(row["_file"]), "; ".join(
+                f"{text} in {row[str(i)]} row(s)" for i, (text, _) in enumerate(rules)
+                if row[str(i)]
+            ) + f"; the file does not match table {table_name} of schemas/tables.json")
+            for row in broken.iter_rows(named=True)
+        ]  # fmt: skip
 
     def scan(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> pl.LazyFrame:
         """The table as a LazyFrame with its declared columns (optionally only some campaigns)."""
@@ -669,11 +682,18 @@ class Store:
                 for p in self._strays_or_links(links)
             ]
         for name in tables():
+            readable = []
             for cid in self.campaign_ids(name, links):
                 path = self.partition_file(name, cid)
                 problem = self.file_problem(name, path)
                 if problem is not None:
                     found.append(Problem(path, problem, repairable=False))
+                else:
+                    readable.append(path)
+            found += [
+                Problem(path, problem, repairable=False)
+                for path, problem in self.value_problems(name, readable)
+            ]
         found += [Problem(link.path, link.reason, repairable=False) for link in links]
         return sorted(found, key=lambda problem: str(problem.path))
 
