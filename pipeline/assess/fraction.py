@@ -32,7 +32,7 @@ from pipeline.assess.quantities import (
     Inputs,
     PairFrames,
     _group_sum,
-    pairs,
+    pair_keys,
 )
 
 FractionReason = Literal["not_applicable", "too_few_pairs", "no_reference_time", "total_unchanged"]
@@ -70,7 +70,7 @@ def _pairs_without_breakdown(samples: pl.LazyFrame, breakdown: pl.LazyFrame) -> 
         .filter(pl.col("sides") == 2)
     )
     return (
-        pairs(samples)
+        pair_keys(samples)
         .join(both, on=[*ATTEMPT, "repetition"], how="anti")
         .group_by(ATTEMPT)
         .agg(pl.len().alias("missing"))
@@ -106,7 +106,7 @@ def per_pair(frames: PairFrames, expectations: pl.LazyFrame, samples: pl.LazyFra
         (pl.col("flag") == "no_reference_time").any().alias("no_ref")
     )
     return (
-        pairs(samples)
+        pair_keys(samples)
         .join(sums, on=[*ATTEMPT, "repetition"], how="left")
         .join(flags, on=[*ATTEMPT, "repetition"], how="left")
         .with_columns(pl.col("D", "T").fill_null(0.0), pl.col("no_ref").fill_null(False))

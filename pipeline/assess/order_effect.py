@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from pipeline.assess.quantities import ATTEMPT, PairFrames
+from pipeline.assess.quantities import ATTEMPT, PairFrames, pairs
 
 OrderReason = Literal["not_applicable", "no_order", "too_few_per_order"]
 COLUMNS = {
@@ -39,19 +39,15 @@ def _groups(frames: PairFrames, samples: pl.LazyFrame) -> pl.LazyFrame:
     """Per attempt with metric pairs: the log-ratios of each group (sorted, so sums do not
     depend on row order) and whether a log-ratio or an order is missing."""
     on = [*ATTEMPT, "repetition"]
-    runs = samples.filter(pl.col("status") == "ok").select(*on, "side", "order")
-    order_b = runs.filter(pl.col("side") == "baseline").select(*on, pl.col("order").alias("ob"))
-    order_c = runs.filter(pl.col("side") == "candidate").select(*on, pl.col("order").alias("oc"))
-    baseline_first = pl.col("ob") == 0
+    baseline_first = pl.col("baseline_first")
     return (
         frames.pairs.lazy()
         .filter(pl.col("quantity") == "metric")
-        .join(order_b, on=on, how="left")
-        .join(order_c, on=on, how="left")
+        .join(pairs(samples).select(*on, "baseline_first"), on=on, how="left")
         .group_by(ATTEMPT)
         .agg(
             pl.col("x").is_null().any().alias("undefined"),
-            (pl.col("ob").is_null() | pl.col("oc").is_null()).any().alias("unordered"),
+            baseline_first.is_null().any().alias("unordered"),
             pl.col("x").filter(baseline_first).sort().alias("xb"),
             pl.col("x").filter(~baseline_first).sort().alias("xc"),
         )

@@ -111,14 +111,44 @@ def ok_runs(samples: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def pairs(samples: pl.LazyFrame) -> pl.LazyFrame:
-    """A pair = a repetition with an ok run on both sides (contract §4.1)."""
+    """The pairs table: one row per pair, a repetition with an ok run on both sides (contract
+    §4.1): ATTEMPT, repetition, each side's metric (``baseline``, ``candidate``) and
+    ``baseline_first`` (the baseline ran first in the repetition; null when a run's order was
+    not recorded). Assess pairs every quantity on it, the order effect groups its pairs by who
+    ran first, the report draws its ratios (:func:`metric_ratio`)."""
+    side = pl.col("side")
+    order_of = lambda name: pl.col("order").filter(side == name).first()  # noqa: E731
+    recorded = order_of("baseline").is_not_null() & order_of("candidate").is_not_null()
     return (
-        ok_runs(samples)
+        samples.filter(pl.col("status") == "ok")
         .group_by([*ATTEMPT, "repetition"])
-        .agg(pl.len().alias("sides"))
+        .agg(
+            pl.len().alias("sides"),
+            pl.col("metric").filter(side == "baseline").first().alias("baseline"),
+            pl.col("metric").filter(side == "candidate").first().alias("candidate"),
+            pl.when(recorded).then(order_of("baseline") == 0).alias("baseline_first"),
+        )
         .filter(pl.col("sides") == 2)
-        .select([*ATTEMPT, "repetition"])
+        .select([*ATTEMPT, "repetition", "baseline", "candidate", "baseline_first"])
     )
+
+
+def pair_keys(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """The pairs (ATTEMPT, repetition) of the pairs table."""
+    return pairs(samples).select([*ATTEMPT, "repetition"])
+
+
+def metric_ratio(better: pl.Expr) -> pl.Expr:
+    """A pair's metric ratio in the speedup direction (> 1: the candidate is better), from the
+    pairs table's ``baseline`` and ``candidate``; ``better`` is the campaign's metric_better."""
+    baseline, candidate = pl.col("baseline"), pl.col("candidate")
+    return speedup(baseline, candidate, better == "higher").alias("ratio")
+
+
+def speedup(b: pl.Expr, c: pl.Expr, c_over_b: pl.Expr) -> pl.Expr:
+    """The ratio of a pair in the speedup direction: b / c (a time or a count), c / b where
+    ``c_over_b`` (a higher-is-better metric, a share)."""
+    return pl.when(c_over_b).then(c / b).otherwise(b / c)
 
 
 def run_counts(samples: pl.LazyFrame) -> pl.LazyFrame:
@@ -129,7 +159,7 @@ def run_counts(samples: pl.LazyFrame) -> pl.LazyFrame:
         ((pl.col("side") == "candidate") & ok).sum().cast(pl.Int64).alias("n_candidate_ok"),
         (~ok).sum().cast(pl.Int64).alias("n_failed"),
     )
-    n_pairs = pairs(samples).group_by(ATTEMPT).agg(pl.len().cast(pl.Int64).alias("n_pairs"))
+    n_pairs = pair_keys(samples).group_by(ATTEMPT).agg(pl.len().cast(pl.Int64).alias("n_pairs"))
     return (
         per_side.join(n_pairs, on=ATTEMPT, how="left")
         .with_columns(pl.col("n_pairs").fill_null(0))
@@ -204,7 +234,7 @@ def _pair_runs(samples: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
         runs.filter(pl.col("side") == side).select([*on, pl.col("run").alias(column)])
         for side, column in (("baseline", "run_b"), ("candidate", "run_c"))
     )
-    return pairs(samples).join(b, on=on).join(c, on=on)
+    return pair_keys(samples).join(b, on=on).join(c, on=on)
 
 
 def _paired(
@@ -398,7 +428,7 @@ def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
     Baseline 0 (incl. 0/0) flags zero_baseline; candidate 0 with baseline > 0 gives x = +inf."""
     q = pl.col("quantity")
     c_over_b = (q == "share_speedup") | ((q == "metric") & (pl.col("metric_better") == "higher"))
-    ratio = pl.when(c_over_b).then(pl.col("c") / pl.col("b")).otherwise(pl.col("b") / pl.col("c"))
+    ratio = speedup(pl.col("b"), pl.col("c"), c_over_b)
     flag = (
         pl.when(pl.col("flag").is_not_null())
         .then(pl.col("flag"))

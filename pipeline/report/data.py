@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.assess.quantities import metric_ratio, pairs
 from pipeline.contracts import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
 from pipeline.store.staleness import staleness
@@ -80,28 +81,13 @@ def stale_attempts(
 
 
 def pair_ratios(samples: pl.DataFrame, better: str) -> pl.DataFrame:
-    """The metric ratio of every pair (an ok run on both sides), as a speedup ratio."""
-    ok = samples.filter(pl.col("status") == "ok")
-    b, c = (
-        ok.filter(pl.col("side") == side).select(
-            "attempt_id",
-            "repetition",
-            pl.col("metric").alias(side),
-            pl.col("order").alias(f"o_{side}"),
-        )
-        for side in ("baseline", "candidate")
-    )
-    ratio = (pl.col("candidate") / pl.col("baseline")) if better == "higher" else (
-        pl.col("baseline") / pl.col("candidate"))  # fmt: skip
+    """The metric ratio of every pair of the pairs table, as a speedup ratio, and who ran
+    first."""
     return (
-        b.join(c, on=["attempt_id", "repetition"])
-        .select(
-            "attempt_id",
-            "repetition",
-            ratio.alias("ratio"),
-            (pl.col("o_baseline") == 0).alias("baseline_first"),
-        )
+        pairs(samples.lazy())
+        .select("attempt_id", "repetition", metric_ratio(pl.lit(better)), "baseline_first")
         .sort("attempt_id", "repetition")
+        .collect()
         .cast(PAIR_RATIOS.schema)
     )
 
