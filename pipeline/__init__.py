@@ -15,7 +15,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from pipeline.version import __version__
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__ loads them
     from pipeline.api import AssessResult, IngestReport, Store, assess, ingest, open_store, query

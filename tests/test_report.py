@@ -25,7 +25,7 @@ from pipeline.errors import ExitCode
 from pipeline.ingest.attempts import ingest
 from pipeline.report import (
     IndexResult,
-    load_campaign,
+    load_campaign_data,
     render_campaign,
     script_json,
     write_all,
@@ -262,7 +262,7 @@ def store(tmp_path: Path) -> Store:
 
 @pytest.fixture()
 def good_html(store: Store) -> str:
-    return render_campaign(load_campaign(store, GOOD))
+    return render_campaign(load_campaign_data(store, GOOD))
 
 
 # -- helpers reading the page back -------------------------------------------------------------
@@ -474,7 +474,7 @@ class LinkCollector(HTMLParser):
 
 # -- blocked -------------------------------------------------------------------------------------
 def test_blocked_campaign_shows_integrity_errors_and_no_verdicts(store: Store) -> None:
-    page = render_campaign(load_campaign(store, BLOCKED))
+    page = render_campaign(load_campaign_data(store, BLOCKED))
     assert "This campaign is blocked" in page
     for error in INTEGRITY:
         assert f"<td>{error['code']}</td>" in page
@@ -499,7 +499,7 @@ def test_attempts_changed_since_assess_are_flagged(store: Store) -> None:
     )
     with store.transaction() as txn:
         txn.put("attempts", GOOD, attempts)
-    page = render_campaign(load_campaign(store, GOOD))
+    page = render_campaign(load_campaign_data(store, GOOD))
     assert "The stored verdicts are out of date" in page
     assert "<li><b>r002</b>: inputs changed since it was assessed</li>" in page
     assert "<li><b>r001</b>" not in page
@@ -524,7 +524,7 @@ def test_what_if_verdicts_are_labelled_and_do_not_replace_the_frozen_ones(
 
     fake = types.SimpleNamespace(assess=fake_assess)
     monkeypatch.setitem(sys.modules, "pipeline.assess.campaigns", fake)
-    page = render_campaign(load_campaign(store, GOOD, what_if={"decision": "paired"}))
+    page = render_campaign(load_campaign_data(store, GOOD, what_if={"decision": "paired"}))
     assert calls == [{"ids": [GOOD], "what_if": {"decision": "paired"}, "write": False}]
     section = page[page.index('<section id="what-if">') :]
     section = section[: section.index("</section>")]
@@ -760,7 +760,7 @@ def test_many_attempts_are_linked_from_the_tables_not_the_sticky_bar(tmp_path: P
         )
         rows = [assessment_row("big", a, i, "c") for i, a in enumerate(ids)]
         txn.put("assessments", "big", frame("assessments", rows))
-    page = render_campaign(load_campaign(store, "big"))
+    page = render_campaign(load_campaign_data(store, "big"))
     nav = page[page.index('<nav class="toc">') : page.index("</nav>")]
     assert '<a href="#attempts">Attempts (30)</a>' in nav and "#attempt-a" not in nav
     verdicts = page[page.index('<section id="verdicts">') :]

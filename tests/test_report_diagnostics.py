@@ -11,7 +11,7 @@ import polars as pl
 from assess_fixtures import Attempt, campaign, expect, run, write_store
 
 from pipeline.assess.campaigns import assess
-from pipeline.report import load_campaign, render_campaign
+from pipeline.report import load_campaign_data, render_campaign
 from pipeline.store.tables import Store
 
 FIGURE = re.compile(r'<script type="application/json" data-plot="([^"]+)">(.*?)</script>', re.S)
@@ -35,7 +35,7 @@ def _page(tmp_path: Path, environment: str | None) -> str:
         with store.transaction() as txn:
             txn.put("attempts", "c", attempts)
     assess(store)
-    return render_campaign(load_campaign(store, "c"))
+    return render_campaign(load_campaign_data(store, "c"))
 
 
 def test_strip_plot_has_one_dot_per_pair_coloured_by_order(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from typing import NoReturn
 
 import click
 
-from pipeline import __version__
 from pipeline.cli.common import Group
 from pipeline.errors import ExitCode, ExplainError
+from pipeline.version import __version__
 
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "ab": ("record", "Is B better than A? One round of both commands in a throw-away campaign, "

@@ -61,7 +61,7 @@ def report(
     """
     from pipeline.report import (  # plotly: only here
         default_output,
-        load_campaign,
+        load_campaign_data,
         render_campaign,
         write_all,
         write_report,
@@ -84,7 +84,7 @@ def report(
     out = Path(output) if output else default_output(campaign_id)
     with store.shared_lock():  # one committed state: a running write finishes first
         if campaign_id is not None and is_stdout(output):
-            page = render_campaign(load_campaign(store, campaign_id, what_if=changes))
+            page = render_campaign(load_campaign_data(store, campaign_id, what_if=changes))
             write_output(output, page)
             return ExitCode.OK
         if campaign_id is not None:

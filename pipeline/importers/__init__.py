@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.allocator import load_polars
+from pipeline.atomic import dump_lines
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
 from pipeline.ingest.declare import Side
@@ -245,8 +246,7 @@ def write_line(line: Mapping[str, Any], output: Path | None) -> None:
 def write_lines(lines: Sequence[Mapping[str, Any]], output: Path | None) -> None:
     """Append the lines to ``output`` in one write (refusing any run already there, so nothing
     is written then), or print them."""
-    text = "".join(json.dumps(line, separators=(",", ":"), ensure_ascii=False) + "\n"
-                   for line in lines)  # fmt: skip
+    text = dump_lines(lines).decode("utf-8")
     if output is None:
         sys.stdout.write(text)
         return

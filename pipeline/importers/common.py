@@ -117,7 +117,7 @@ def split_unit(header: str) -> tuple[str, str | None]:
 
 
 @dataclass
-class Table:
+class CsvTable:
     """One CSV table of a file: its kind, the header (as written) and its data rows."""
 
     path: Path
@@ -187,7 +187,7 @@ def iter_tables(
     expected: str,
     *,
     units_row: Callable[[str], bool] = lambda kind: False,
-) -> Iterator[Table]:
+) -> Iterator[CsvTable]:
     """Every CSV table of ``text``: a table starts at a row that ``classify`` knows and ends at a
     blank line. Lines outside tables (banners such as ``Generating SQLite file…``) are skipped;
     a file without any known header is refused, naming ``expected``."""
@@ -203,7 +203,7 @@ def iter_tables(
         if kind is None:
             continue
         found = True
-        table = Table(path, kind, number, [c.strip() for c in _fields(line)])
+        table = CsvTable(path, kind, number, [c.strip() for c in _fields(line)])
         if units_row(kind) and number < len(lines):
             table.units = [c.strip() for c in _fields(lines[number])]
             number += 1
@@ -215,7 +215,7 @@ def iter_tables(
         raise fail(path, 1, f"expected a header row of {expected}, got {got}")
 
 
-def _read_rows(lines: Sequence[str], number: int, table: Table) -> int:
+def _read_rows(lines: Sequence[str], number: int, table: CsvTable) -> int:
     width = len(table.columns)
     while number < len(lines):
         line = lines[number]

@@ -21,7 +21,7 @@ import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import (
-    Table,
+    CsvTable,
     fail,
     iter_tables,
     normalized,
@@ -67,7 +67,7 @@ def classify(header: list[str]) -> str | None:
 
 
 def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
-    tables: list[Table] = []
+    tables: list[CsvTable] = []
     for item in inputs:
         if item.step is not None:
             raise fail(item.path, None, "msprof steps come from the step trace: expected PATH")
@@ -103,7 +103,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
 
 
 def _add_steps(
-    breakdown: dict[str, dict[str, Decimal]], steps: dict[str, dict[str, Decimal]], table: Table
+    breakdown: dict[str, dict[str, Decimal]], steps: dict[str, dict[str, Decimal]], table: CsvTable
 ) -> None:
     for step, regions in steps.items():
         if step in breakdown:
@@ -113,14 +113,14 @@ def _add_steps(
         breakdown[step] = regions
 
 
-def _step_id(table: Table, line: int, text: str) -> str:
+def _step_id(table: CsvTable, line: int, text: str) -> str:
     value = parse_number(text, table.path, line, "step id")
     if value != value.to_integral_value():
         raise fail(table.path, line, f"step id: expected an integer, got {quoted(text)}")
     return f"step-{int(value)}"
 
 
-def _check_one_device(table: Table) -> None:
+def _check_one_device(table: CsvTable) -> None:
     device = table.index("Device_id")
     if device is None:
         return
@@ -134,7 +134,7 @@ def _check_one_device(table: Table) -> None:
         )
 
 
-def _step_trace(table: Table) -> tuple[dict[str, dict[str, Decimal]], Decimal]:
+def _step_trace(table: CsvTable) -> tuple[dict[str, dict[str, Decimal]], Decimal]:
     _check_one_device(table)
     id_at = table.require("Iteration ID")
     time_at = table.require("Iteration Time")
@@ -158,7 +158,7 @@ def _step_trace(table: Table) -> tuple[dict[str, dict[str, Decimal]], Decimal]:
     return steps, total
 
 
-def _factor(table: Table, position: int) -> Decimal:
+def _factor(table: CsvTable, position: int) -> Decimal:
     unit = table.unit(position)
     what = f"column {quoted(table.columns[position])}"
     if unit is None:
@@ -170,7 +170,7 @@ def _snake(name: str) -> str:
     return re.sub(r"[^0-9a-z]+", "_", name.casefold()).strip("_")
 
 
-def _step_trace_time(table: Table) -> dict[str, dict[str, Decimal]]:
+def _step_trace_time(table: CsvTable) -> dict[str, dict[str, Decimal]]:
     """torch_npu writes these columns in µs without a unit in the header."""
     _check_one_device(table)
     step_at = table.require("Step")
@@ -194,7 +194,7 @@ def _ns(value: Decimal) -> int:
     return int(value.to_integral_value(ROUND_HALF_EVEN))
 
 
-def _npu_busy(tables: list[Table]) -> pl.DataFrame:
+def _npu_busy(tables: list[CsvTable]) -> pl.DataFrame:
     rows: list[tuple[str, int, int]] = []
     for table in tables:
         step_at = table.index("Step Id", "Step ID")
@@ -213,7 +213,7 @@ def _npu_busy(tables: list[Table]) -> pl.DataFrame:
     return union_ns(frame, ["step"]).select("step", "ns")
 
 
-def _counters(tables: list[Table], notes: list[str]) -> dict[str, Decimal]:
+def _counters(tables: list[CsvTable], notes: list[str]) -> dict[str, Decimal]:
     per_task = [t for t in tables if t.kind in {"op_summary", "kernel_details"}]
     statistic = [t for t in tables if t.kind == "op_statistic"]
     rows: list[tuple[str, Decimal]] = []

@@ -15,7 +15,7 @@ import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import (
-    Table,
+    CsvTable,
     byte_factor,
     fail,
     iter_tables,
@@ -90,7 +90,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
 Row = tuple[str, str | None, Decimal | None, int]
 
 
-def _convert(table: Table, line: int, metric: str, unit: str, text: str) -> Decimal | None:
+def _convert(table: CsvTable, line: int, metric: str, unit: str, text: str) -> Decimal | None:
     what = f"metric {quoted(metric)}"
     value = parse_optional(text, table.path, line, what)
     if value is None:
@@ -100,7 +100,7 @@ def _convert(table: Table, line: int, metric: str, unit: str, text: str) -> Deci
     return value * convert(unit, table.path, line, f"{what} unit")
 
 
-def _details(table: Table) -> list[Row]:
+def _details(table: CsvTable) -> list[Row]:
     at = {key: table.require(key) for key in ("ID", "Metric Name", "Metric Unit", "Metric Value")}
     pid = table.index("Process ID")
     out: list[Row] = []
@@ -115,7 +115,7 @@ def _details(table: Table) -> list[Row]:
     return out
 
 
-def _raw(table: Table) -> list[Row]:
+def _raw(table: CsvTable) -> list[Row]:
     id_at = table.require("ID")
     units = table.units or []
     if len(units) != len(table.columns):

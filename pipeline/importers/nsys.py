@@ -17,7 +17,7 @@ import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import (
-    Table,
+    CsvTable,
     byte_factor,
     fail,
     iter_tables,
@@ -98,7 +98,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
     )
 
 
-def _values(table: Table) -> list[tuple[str, str, Decimal]]:
+def _values(table: CsvTable) -> list[tuple[str, str, Decimal]]:
     """(kind, name, value) per row: seconds for NVTX ranges, counts and bytes for the rest."""
     if table.kind == "nvtx":
         return _column(table, "Range", ("Total Time",), "time", "region", strip_domain=True)
@@ -113,7 +113,7 @@ def _values(table: Table) -> list[tuple[str, str, Decimal]]:
 
 
 def _column(
-    table: Table,
+    table: CsvTable,
     name_column: str,
     value_column: tuple[str, ...],
     unit_kind: str | None,

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.atomic import create_atomic, dump_json
 from pipeline.errors import UsageError
 from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
 from pipeline.record import DEFAULT_TIMEOUT
-from pipeline.record.files import create_atomic, dump_json
 from pipeline.record.measure import MeasureOptions
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
 from pipeline.record.runner import TraceOptions, now, timestamp
@@ -79,9 +79,9 @@ def final_campaign(folder: Path, store: Store) -> FinalResult:
     """Ingest the campaign folder into ``store`` and assess that campaign."""
     from pipeline.assess.campaigns import assess
     from pipeline.ingest.attempts import ingest
-    from pipeline.record.rounds import load_campaign
+    from pipeline.record.rounds import read_campaign_json
 
-    load_campaign(folder)
+    read_campaign_json(folder)
     report = ingest(folder, store)
     return FinalResult(report, assess(store, [folder.name]), folder.name)
 

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from pipeline import __version__
+from pipeline.atomic import dump_json, dump_lines, write_atomic
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingest.validate import (
     ATTEMPT_FILE,
@@ -43,7 +43,6 @@ from pipeline.ingest.validate import (
 )
 from pipeline.policy import policy_sha256
 from pipeline.record import DEFAULT_TIMEOUT, environment
-from pipeline.record.files import dump_json, dump_lines, write_atomic
 from pipeline.record.measure import MeasureOptions, check_options
 from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
 from pipeline.record.runner import (
@@ -56,6 +55,7 @@ from pipeline.record.runner import (
     split_command,
     timestamp,
 )
+from pipeline.version import __version__
 
 RECORDER = f"explain-pipeline {__version__}"
 RUNS_LOG = "runs.log"
@@ -112,7 +112,7 @@ class RoundInterrupted(ExplainError):
 
 
 # -- the campaign and the round number ------------------------------------------------------
-def load_campaign(folder: Path) -> Document:
+def read_campaign_json(folder: Path) -> Document:
     """The campaign.json of ``folder``, valid, or a one-line error."""
     if not (folder / "campaign.json").is_file():
         raise UsageError(
@@ -380,7 +380,7 @@ def record_round(
 ) -> RoundResult:
     """Run one round and write its attempt folder (see the module docstring). ``warn`` gets the
     message about the first failed run (the end of its stderr) as soon as it fails."""
-    campaign = load_campaign(request.campaign_dir)
+    campaign = read_campaign_json(request.campaign_dir)
     if request.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
     commands: dict[Side, list[str]] = {

@@ -18,10 +18,10 @@ The parts:
 - ``write``: writing the files.
 """
 
-from pipeline.report.data import CampaignData, NotAssessedError, known_campaign, load_campaign
+from pipeline.report.data import CampaignData, NotAssessedError, known_campaign, load_campaign_data
 from pipeline.report.figures import forest_figure, forest_rows, timeline_figure
 from pipeline.report.pages import IndexEntry, render_campaign, render_index
-from pipeline.report.style import esc, fmt_number, fmt_pct, script_json
+from pipeline.report.style import esc, fmt_pct, html_number, script_json
 from pipeline.report.write import (
     IndexResult,
     campaign_file_name,
@@ -38,12 +38,12 @@ __all__ = [
     "campaign_file_name",
     "default_output",
     "esc",
-    "fmt_number",
+    "html_number",
     "fmt_pct",
     "forest_figure",
     "forest_rows",
     "known_campaign",
-    "load_campaign",
+    "load_campaign_data",
     "render_campaign",
     "render_index",
     "script_json",

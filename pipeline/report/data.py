@@ -92,7 +92,7 @@ def pair_ratios(samples: pl.DataFrame, better: str) -> pl.DataFrame:
     )
 
 
-def load_campaign(
+def load_campaign_data(
     store: Store, campaign_id: str, *, what_if: Mapping[str, str] | None = None
 ) -> CampaignData:
     """Read one campaign's report data; what-if verdicts are computed, never stored.

@@ -20,8 +20,8 @@ from pipeline.report.style import (
     clamp,
     esc,
     finite,
-    fmt_number,
     fmt_pct,
+    html_number,
     log_range,
     script_json,
 )
@@ -87,14 +87,14 @@ def timeline_frame(assessments: pl.DataFrame) -> pl.DataFrame:
 
 def _timeline_hover(row: Mapping[str, Any]) -> str:
     interval = (
-        f"[{fmt_number(row['paired_low'])}, {fmt_number(row['paired_high'])}]"
+        f"[{html_number(row['paired_low'])}, {html_number(row['paired_high'])}]"
         if row["paired_low"] is not None
         else f"no interval ({esc(row['paired_reason'] or 'n/a')})"
     )
     return (
         f"<b>{esc(row['attempt_id'])}</b> · {esc(row['candidate'])}<br>"
         f"verdict <b>{esc(row['verdict'])}</b> {esc(row['reason'] or '')}<br>"
-        f"paired ratio {fmt_number(row['paired_estimate'])} {interval}<br>"
+        f"paired ratio {html_number(row['paired_estimate'])} {interval}<br>"
         f"median improvement {fmt_pct(row['improvement_pct'])}<br>"
         f"explanation {esc(row['explanation'])}"
         + ("<br><b>best attempt</b>" if row["best"] else "")
@@ -374,9 +374,11 @@ def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
     if est is None:
         lines.append(f"unverifiable: {esc(row['reason'])}")
     else:
-        interval = f"[{fmt_number(low)}, {fmt_number(high)}]" if low is not None else "no interval"
+        interval = (
+            f"[{html_number(low)}, {html_number(high)}]" if low is not None else "no interval"
+        )
         definition = ratio_definition(row["quantity"], higher_is_better)
-        lines.append(f"ratio ({definition}) {fmt_number(est)} {interval}")
+        lines.append(f"ratio ({definition}) {html_number(est)} {interval}")
         lines.append(_reading(row["quantity"], est, higher_is_better))
     lines.append(
         f"n = {row['n_pairs'] if row['n_pairs'] is not None else 0} pairs · "
@@ -543,7 +545,7 @@ def strip_figure(ratios: pl.DataFrame, *, estimate: float | None, gate: float) -
             traces.append({
                 "type": "scatter", "x": part["ratio"].to_list(), "y": part["y"].to_list(),
                 "mode": "markers", "name": name, "hoverinfo": "text",
-                "hovertext": [f"repetition {r}: ratio {fmt_number(v)}"
+                "hovertext": [f"repetition {r}: ratio {html_number(v)}"
                               for r, v in zip(part["repetition"], part["ratio"], strict=True)],
                 "marker": {"color": colour, "size": 8, "opacity": 0.8},
             })  # fmt: skip

@@ -12,7 +12,6 @@ from typing import Any
 import polars as pl
 from plotly.offline import get_plotlyjs
 
-from pipeline import __version__
 from pipeline.formatting import HTML, SUMMARY, fmt_paired
 from pipeline.policy import POLICY_FIELDS
 from pipeline.report.data import VERDICT_COLUMNS, CampaignData
@@ -32,10 +31,11 @@ from pipeline.report.style import (
     OUTCOME_COLOURS,
     VERDICT_COLOURS,
     esc,
-    fmt_number,
     fmt_pct,
+    html_number,
     script_json,
 )
+from pipeline.version import __version__
 
 TEMPLATE = Path(__file__).with_name("template.html")
 NAV_ATTEMPTS = 24  # attempts linked from the sticky navigation bar; more would bury the page
@@ -78,7 +78,7 @@ def cell(value: object, column: str) -> str:
     if isinstance(value, bool):
         return f"<td>{'yes' if value else 'no'}</td>"
     if isinstance(value, float):
-        return f'<td class="num">{fmt_number(value)}</td>'
+        return f'<td class="num">{html_number(value)}</td>'
     if isinstance(value, int):
         return f'<td class="num">{value}</td>'
     if column == "message":
@@ -334,7 +334,7 @@ def _unverifiable_html(rows: pl.DataFrame) -> str:
     items = "".join(
         f"<li><b>{esc(r['label'])}</b> — {esc(r['reason'])} "
         f"<span class='null'>(n = {r['n_pairs'] or 0} pairs"
-        + (f", estimate {fmt_number(r['estimate'])}" if r["estimate"] is not None else "")
+        + (f", estimate {html_number(r['estimate'])}" if r["estimate"] is not None else "")
         + ")</span></li>"
         for r in part.iter_rows(named=True)
     )
@@ -353,9 +353,9 @@ def fraction_text(row: Mapping[str, Any]) -> str:
     """The explained fraction beside the explanation badge: value [low, high], or why none."""
     if row.get("explained_fraction") is not None:
         return (
-            f"explains {fmt_number(row['explained_fraction'])} of the saving "
-            f"[{fmt_number(row['explained_fraction_low'])}, "
-            f"{fmt_number(row['explained_fraction_high'])}]"
+            f"explains {html_number(row['explained_fraction'])} of the saving "
+            f"[{html_number(row['explained_fraction_low'])}, "
+            f"{html_number(row['explained_fraction_high'])}]"
         )
     reason = row.get("explained_fraction_reason")
     return f"explained fraction: {reason}" if reason else ""
@@ -367,8 +367,8 @@ def order_html(row: Mapping[str, Any]) -> str:
         reason = row.get("order_effect_reason")
         return f" · order effect: {esc(reason)}" if reason else ""
     text = (
-        f"order effect {fmt_number(row['order_effect'])} [{fmt_number(row['order_effect_low'])}, "
-        f"{fmt_number(row['order_effect_high'])}]"
+        f"order effect {html_number(row['order_effect'])} [{html_number(row['order_effect_low'])}, "
+        f"{html_number(row['order_effect_high'])}]"
     )
     if row.get("order_bias"):
         return " " + badge(f"ORDER BIAS · {text}", "#cf222e")
@@ -409,8 +409,8 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
         f"<b>{esc(info.get('baseline'))}</b> · status {esc(row['status'])}</span></div>"
         f'<p class="note">{esc(counts)} · verdict reason: {esc(row["reason"] or "—")} · '
         f"median {fmt_pct(row['improvement_pct'])} · paired "
-        f"{fmt_number(row['paired_estimate'])} [{fmt_number(row['paired_low'])}, "
-        f"{fmt_number(row['paired_high'])}]{order_html(row)}</p>" + environment_html(info)
+        f"{html_number(row['paired_estimate'])} [{html_number(row['paired_low'])}, "
+        f"{html_number(row['paired_high'])}]{order_html(row)}</p>" + environment_html(info)
     )
 
 

@@ -47,7 +47,8 @@ def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def fmt_number(value: float | None, digits: int = 4) -> str:
+def html_number(value: float | None, digits: int = 4) -> str:
+    """formatting.fmt_number with the report's marks."""
     return formatting.fmt_number(value, f".{digits}f", formatting.HTML)
 
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.atomic import write_atomic
 from pipeline.errors import UsageError
-from pipeline.report.data import NotAssessedError, load_campaign
+from pipeline.report.data import NotAssessedError, load_campaign_data
 from pipeline.report.pages import IndexEntry, render_campaign, render_index
 from pipeline.store.tables import Store
 
@@ -20,38 +18,15 @@ pages written by another version never load the wrong one)."""
 
 
 def _write(path: Path, text: str) -> Path:
-    """Write via a temporary file and rename, so a reader never sees half a report."""
+    """Write atomically, so a reader never sees half a report."""
     if path.is_dir():
         raise UsageError(f"{path}: is a folder; give a file name (a folder only with --all)")
-    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # A new file with a random name, created exclusively (O_EXCL) beside the target: never
-        # a name someone could have put a symbolic link at.
-        with tempfile.NamedTemporaryFile(
-            "w",
-            encoding="utf-8",
-            dir=path.parent,
-            prefix=f".{path.name}.",
-            suffix=".tmp",
-            delete=False,
-        ) as handle:
-            tmp = Path(handle.name)
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary new file, not tempfile's 0600
-        tmp.replace(path)
+        write_atomic(path, text.encode("utf-8"))
     except OSError as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write the report: {exc.strerror or exc}") from exc
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def default_output(campaign_id: str | None) -> Path:
@@ -66,7 +41,7 @@ def write_report(
     store: Store, campaign_id: str, out: Path, *, what_if: Mapping[str, str] | None = None
 ) -> Path:
     """Write the report of one campaign to ``out``; returns the path written."""
-    return _write(out, render_campaign(load_campaign(store, campaign_id, what_if=what_if)))
+    return _write(out, render_campaign(load_campaign_data(store, campaign_id, what_if=what_if)))
 
 
 @dataclass(frozen=True)
@@ -98,7 +73,7 @@ def write_all(
     plotly_src = _write_plotly(out_dir) if shared_plotly else None
     for cid in campaign_ids:
         try:
-            data = load_campaign(store, cid, what_if=what_if)
+            data = load_campaign_data(store, cid, what_if=what_if)
         except NotAssessedError:
             entries.append(IndexEntry(cid, None, None))
             continue

@@ -107,15 +107,6 @@ def is_store(path: Path) -> bool:
     return (path / "campaigns").is_dir() or (path / _LOCK_FILE).is_file()
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _collect(links: list[StoreLinkError] | None, exc: StoreLinkError, value: Any) -> Any:
     """Raise ``exc``, or append it to ``links`` (what `store check` reports) and return value."""
     if links is None:

@@ -1,4 +1,7 @@
-"""Atomic file writes: a reader (or a kill) sees the old file or the new one, never a part."""
+"""The one atomic file writer: a reader (or a kill) sees the old file or the new one, never a
+part. Used for what the recorder writes (campaign.json, attempt.json, measurements.jsonl), the
+report's pages and the command line's output files; the store's partitions and journals go
+through its transactions (pipeline.store.tables), which sync folders with :func:`sync_dir`."""
 
 from __future__ import annotations
 
@@ -23,10 +26,13 @@ def dump_lines(lines: Iterable[Mapping[str, Any]]) -> bytes:
 
 
 def _temporary(path: Path, body: bytes) -> Path:
-    """``body`` in a hidden file beside ``path``, flushed to disk."""
+    """``body`` in a hidden file beside ``path``, flushed to disk. The file is created with a
+    random name and O_EXCL (never a name someone could have put a symbolic link at), with the
+    permissions of an ordinary new file (not mkstemp's 0600)."""
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
             handle.write(body)
             handle.flush()
             os.fsync(handle.fileno())
@@ -37,7 +43,15 @@ def _temporary(path: Path, body: bytes) -> Path:
     return Path(name)
 
 
-def _sync_dir(folder: Path) -> None:
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def sync_dir(folder: Path) -> None:
+    """Flush a folder's entries (a rename or a new file in it) to disk, where the file system
+    can."""
     with contextlib.suppress(OSError):  # not every file system can sync a directory
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -55,7 +69,7 @@ def write_atomic(path: Path, body: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
 
 
 def create_atomic(path: Path, body: bytes) -> bool:
@@ -69,5 +83,5 @@ def create_atomic(path: Path, body: bytes) -> bool:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-    _sync_dir(path.parent)
+    sync_dir(path.parent)
     return True
