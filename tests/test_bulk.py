@@ -316,6 +316,17 @@ ATTEMPT_FIELDS = {
     "order_seed": st.one_of(st.integers(-1, 2**64), st.just(1.5)),
     "recorder": st.sampled_from(["", "explain-pipeline 0.1.0", None]),
     "environment": st.one_of(st.dictionaries(NAMES, st.sampled_from(["x", 1]), max_size=2)),
+    "sequential": some_of(
+        {
+            "first_look": st.sampled_from([1, 2, 6, 1000, 1001, 6.0, True]),
+            "look_every": st.sampled_from([0, 1, 2, 1001]),
+            "max_pairs": st.sampled_from([1, 2, 40, 1000, 1001]),
+            "looks": st.lists(st.sampled_from([-1, 0, 6, 1000, 1001, 2.5]), max_size=3),
+            "stopped": st.sampled_from(["pass", "futility", "max", "interrupted", "done"]),
+            "extra": st.just(1),
+        },
+        6,
+    ),
     "extra": st.just(1),
 }
 

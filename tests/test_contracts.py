@@ -34,6 +34,11 @@ STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [
     ("attempt", ("order_seed",), "attempts", "order_seed"),
     ("attempt", ("recorder",), "attempts", "recorder"),
     ("attempt", ("environment",), "attempts", "environment"),
+    ("attempt", ("sequential", "first_look"), "attempts", "sequential_first_look"),
+    ("attempt", ("sequential", "look_every"), "attempts", "sequential_look_every"),
+    ("attempt", ("sequential", "max_pairs"), "attempts", "sequential_max_pairs"),
+    ("attempt", ("sequential", "looks"), "attempts", "sequential_looks"),
+    ("attempt", ("sequential", "stopped"), "attempts", "sequential_stopped"),
     ("mechanism", ("hypothesis",), "attempts", "hypothesis"),
     ("mechanism", ("expectations", "*", "target"), "expectations", "target"),
     ("mechanism", ("expectations", "*", "name"), "expectations", "name"),
@@ -74,7 +79,7 @@ def _column_type(node: dict[str, Any]) -> str:
         return "string"
     if node.get("format") == "date-time":
         return "timestamp"
-    if node.get("type") == "object":  # stored as JSON text (attempt.json's environment)
+    if node.get("type") in ("object", "array"):  # stored as JSON text (environment, looks)
         return "string"
     return JSON_TO_COLUMN[node["type"]]
 

@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from pipeline.assess import sequential
 from pipeline.assess.intervals import method_intervals
 from pipeline.contracts import table
 
@@ -17,6 +18,8 @@ ATTEMPT = ["campaign_id", "attempt_id"]
 RUN = [*ATTEMPT, "side", "repetition"]
 QUANTITY = [*ATTEMPT, "quantity", "name"]
 INTERVAL_POLICY = ["seed", "resamples", "confidence", "interval"]
+SCHEDULE = ["sequential_first_look", "sequential_look_every", "sequential_max_pairs"]
+"""The attempt's planned looks (table `attempts`): the `sequential_t` interval depends on them."""
 
 Quantity = Literal["metric", "region", "region_normalized", "share_speedup", "counter"]
 Reason = Literal[
@@ -460,10 +463,22 @@ def _reason_of_rank() -> pl.Expr:
     )
 
 
-def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
+def _schedules(attempts: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt, its planned looks (SCHEDULE; null: a fixed-n round). Stores written before
+    the columns existed have none."""
+    present = set(attempts.collect_schema().names())
+    return attempts.select(
+        *ATTEMPT,
+        *[(pl.col(c) if c in present else pl.lit(None)).cast(pl.Int64).alias(c) for c in SCHEDULE],
+    )
+
+
+def summarize(
+    frames: PairFrames, campaigns: pl.LazyFrame, attempts: pl.LazyFrame
+) -> pl.DataFrame:
     """One row per quantity: n_pairs, reason (null when an interval is due), exp(mean x) when the
-    ratio is defined, the interval policy of its campaign, and its pairs' x by repetition
-    (``xs``, what the interval is computed from)."""
+    ratio is defined, the interval policy of its campaign, its attempt's planned looks, and its
+    pairs' x by repetition (``xs``, what the interval is computed from)."""
     per = (
         frames.pairs.lazy()
         .with_columns(_reason_rank().alias("rank"))
@@ -486,6 +501,7 @@ def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
         frames.quantities.lazy()
         .join(per, on=QUANTITY, how="left")
         .join(policy, on="campaign_id")
+        .join(_schedules(attempts), on=ATTEMPT, how="left")
         .with_columns(pl.col("n_pairs").fill_null(0))
         .with_columns(
             pl.when(pl.col("reason").is_null() & (pl.col("n_pairs") < pl.col("min_pairs")))
@@ -507,13 +523,16 @@ def summarize(frames: PairFrames, campaigns: pl.LazyFrame) -> pl.DataFrame:
 
 def intervals(summary: pl.DataFrame) -> pl.DataFrame:
     """The interval of every quantity due one: one `method_intervals` call per group of equal
-    (n, seed, resamples, confidence, interval), its x matrix (n, Q) from the summary's lists
-    (one row per repetition). Returns qid, estimate, low, high, method."""
-    group = ["n_pairs", *INTERVAL_POLICY]
+    (n, seed, resamples, confidence, interval, and for `sequential_t` the planned looks), its
+    x matrix (n, Q) from the summary's lists (one row per repetition). Returns qid, estimate,
+    low, high, method."""
+    group = ["n_pairs", *INTERVAL_POLICY, *SCHEDULE]
+    sequential_t = pl.col("interval") == sequential.METHOD
     due = (
         summary.filter(pl.col("reason").is_null())
+        .with_columns(pl.when(sequential_t).then(pl.col(c)).alias(c) for c in SCHEDULE)
         .select("qid", *group, "xs")
-        .sort([*group, "qid"])
+        .sort([*group, "qid"], nulls_last=True)
     )
     schema = {"qid": pl.UInt32, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64,
               "method": pl.String}  # fmt: skip
@@ -521,12 +540,17 @@ def intervals(summary: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     out = []
     for key, part in due.partition_by(group, as_dict=True, maintain_order=True).items():
-        n, seed, resamples, confidence, method = key
+        n, seed, resamples, confidence, method, first_look, look_every, max_pairs = key
         qids = part["qid"].to_numpy()
         x = part["xs"].explode().to_numpy().reshape(len(qids), int(n)).T
+        critical = None
+        if method == sequential.METHOD and n >= 2:
+            plan = (first_look, look_every, max_pairs) if first_look is not None else (n, 1, n)
+            critical = sequential.boundary(*(int(v) for v in plan), float(confidence))
         result = method_intervals(
-            x, method, resamples=int(resamples), seed=int(seed), confidence=float(confidence)
-        )
+            x, method, resamples=int(resamples), seed=int(seed), confidence=float(confidence),
+            critical=critical,
+        )  # fmt: skip
         out.append(
             pl.DataFrame(
                 {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high,
@@ -556,7 +580,7 @@ def comparisons(inputs: Inputs, frames: PairFrames | None = None) -> pl.DataFram
     """Rows of table `comparisons` for every attempt of `inputs` (contract §4); `frames`: their
     pair_frames when already computed."""
     frames = frames or pair_frames(inputs)
-    summary = summarize(frames, inputs.campaigns)
+    summary = summarize(frames, inputs.campaigns, inputs.attempts)
     bounds = intervals(summary)
     return (
         summary.join(bounds, on="qid", how="left", suffix="_boot")

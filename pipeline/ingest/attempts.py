@@ -571,7 +571,19 @@ def _attempt_row(
         "order_seed": doc.get("order_seed"),
         "recorder": doc.get("recorder"),
         "environment": _json_text(doc.get("environment")),
+        **_sequential_columns(doc.get("sequential")),
     }
+
+
+def _sequential_columns(sequential: dict[str, Any] | None) -> dict[str, Any]:
+    """attempt.json's optional ``sequential`` object as the attempts table's columns."""
+    plan = sequential or {}
+    looks = plan.get("looks")
+    return {
+        **{f"sequential_{key}": plan.get(key) for key in ("first_look", "look_every", "max_pairs",
+                                                          "stopped")},
+        "sequential_looks": None if looks is None else json.dumps(looks, separators=(",", ":")),
+    }  # fmt: skip
 
 
 def _json_text(value: dict[str, Any] | None) -> str | None:

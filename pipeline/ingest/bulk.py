@@ -100,8 +100,10 @@ def _document(body: bytes, decoder: msgspec.json.Decoder[Any], extra_keys: Any) 
     return item if _keys_written(body) == keys else None
 
 
-def _environment_keys(attempt: Any) -> int:
-    return 0 if attempt.environment is UNSET else len(attempt.environment)
+def _nested_keys(attempt: Any) -> int:
+    """Keys of the attempt's nested objects: the environment's and the sequential object's."""
+    nested = 0 if attempt.sequential is UNSET else len(_set_fields(attempt.sequential))
+    return nested + (0 if attempt.environment is UNSET else len(attempt.environment))
 
 
 def fast_campaign(body: bytes, folder_name: str) -> Document | None:
@@ -127,7 +129,7 @@ def fast_attempt(
 ) -> tuple[Document, Document | None] | None:
     """attempt.json and mechanism.json when both are certainly valid, else None."""
     body = files.bodies[ATTEMPT_FILE]
-    attempt = _document(body, _ATTEMPT, extra_keys=_environment_keys)
+    attempt = _document(body, _ATTEMPT, extra_keys=_nested_keys)
     if attempt is None or attempt.attempt_id != files.folder.name:
         return None
     if (attempt.declared_at is UNSET) != (attempt.mechanism_sha256 is UNSET):
@@ -142,7 +144,10 @@ def fast_attempt(
         mechanism = _fast_mechanism(files.bodies[MECHANISM_FILE])
         if mechanism is None:
             return None
-    return Document(_set_fields(attempt), hashlib.sha256(body).hexdigest(), ""), mechanism
+    data = _set_fields(attempt)
+    if attempt.sequential is not UNSET:
+        data["sequential"] = msgspec.structs.asdict(attempt.sequential)
+    return Document(data, hashlib.sha256(body).hexdigest(), ""), mechanism
 
 
 def _fast_mechanism(body: bytes) -> Document | None:

@@ -1,0 +1,150 @@
+"""The sequential_t interval: its boundary against a plain reference and against theory (error
+rates under simulated peeking), its futility rule, and its reduction to student_t."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pipeline.assess import sequential
+from pipeline.assess.intervals import method_intervals, student_t_bounds
+
+
+def reference_boundary(
+    first_look: int, look_every: int, max_pairs: int, confidence: float
+) -> float:
+    """docs/contract.md's recipe written out plainly: one draw of every sequence, straight sums
+    per look, a loop over looks."""
+    looks = list(range(first_look, max_pairs, look_every)) + [max_pairs]
+    rng = np.random.Generator(np.random.PCG64(sequential.BOUNDARY_SEED))
+    z = rng.standard_normal((sequential.SIMULATIONS, max_pairs))
+    largest = np.zeros(sequential.SIMULATIONS)
+    for n in looks:
+        part = z[:, :n]
+        mean = part.mean(axis=1)
+        sd = part.std(axis=1, ddof=1)
+        largest = np.maximum(largest, np.abs(mean / (sd / math.sqrt(n))))
+    return round(float(np.quantile(largest, confidence, method="linear")), sequential.DECIMALS)
+
+
+@pytest.mark.parametrize(("plan", "confidence"), [((5, 5, 20), 0.95), ((6, 2, 12), 0.9)])
+def test_boundary_follows_the_documented_recipe(
+    plan: tuple[int, int, int], confidence: float
+) -> None:
+    assert sequential.boundary(*plan, confidence) == reference_boundary(*plan, confidence)
+
+
+def test_schedule_ends_at_the_maximum_also_off_the_grid() -> None:
+    assert sequential.schedule(6, 2, 12) == (6, 8, 10, 12)
+    assert sequential.schedule(6, 4, 12) == (6, 10, 12)
+    assert sequential.schedule(10, 2, 8) == (8,)
+    with pytest.raises(ValueError, match=r"sequential.first_look must be >= 2, got 1"):
+        sequential.schedule(1, 2, 12)
+    with pytest.raises(ValueError, match=r"sequential.max_pairs must be <= 1000, got 1001"):
+        sequential.schedule(6, 2, 1001)
+
+
+@pytest.mark.parametrize(("n", "confidence"), [(5, 0.95), (12, 0.9), (40, 0.99)])
+def test_a_single_look_is_the_student_t_quantile(n: int, confidence: float) -> None:
+    c = sequential.boundary(n, 1, n, confidence)
+    assert c == stats.t.ppf(1 - (1 - confidence) / 2, n - 1)  # exactly, not rounded
+    x = np.random.default_rng(n).normal(0.05, 0.1, size=(n, 4))
+    x[:, 3] = 0.07  # no spread: both ends are exp(m)
+    as_t = method_intervals(x, "student_t", resamples=10, seed=0, confidence=confidence)
+    for critical in (None, c):
+        got = method_intervals(x, "sequential_t", resamples=10, seed=0, confidence=confidence,
+                               critical=critical)  # fmt: skip
+        assert np.array_equal(got.low, as_t.low) and np.array_equal(got.high, as_t.high)
+        assert np.array_equal(got.estimate, as_t.estimate)
+        assert list(got.method) == ["sequential_t"] * 4
+    assert got.low[3] == got.high[3] == pytest.approx(math.exp(0.07), rel=1e-15)
+
+
+def test_several_looks_widen_the_interval_to_c() -> None:
+    c = sequential.boundary(6, 2, 40, 0.95)
+    assert stats.t.ppf(0.975, 5) < c < 4  # wider than any single look's quantile
+    x = np.random.default_rng(3).normal(0.02, 0.05, size=(10, 3))
+    got = method_intervals(x, "sequential_t", resamples=10, seed=0, confidence=0.95, critical=c)
+    m, s = x.mean(axis=0), x.std(axis=0, ddof=1)
+    np.testing.assert_allclose(got.low, np.exp(m - c * s / math.sqrt(10)), rtol=1e-13)
+    np.testing.assert_allclose(got.high, np.exp(m + c * s / math.sqrt(10)), rtol=1e-13)
+    low, high = student_t_bounds(x, 0.95, c)
+    assert np.array_equal(got.low, low) and np.array_equal(got.high, high)
+
+
+def test_an_infinite_pair_takes_expanded_percentile_as_for_student_t() -> None:
+    x = np.array([[0.1, 0.2, np.inf, 0.15, 0.12, 0.18]]).T.repeat(2, axis=1)
+    x[2, 1] = 0.11
+    got = method_intervals(x, "sequential_t", resamples=500, seed=1, confidence=0.95,
+                           critical=3.0)  # fmt: skip
+    assert list(got.method) == ["expanded_percentile", "sequential_t"]
+    assert got.high[0] == math.inf
+
+
+def _peek(x: np.ndarray, plan: tuple[int, int, int], gate: float) -> tuple[float, float]:
+    """(share of sequences whose interval misses the true mean at some look, share that PASS
+    at some look), for sequences of log-ratios x (pairs, sequences) with true mean log(gate)."""
+    c = sequential.boundary(*plan, 0.95)
+    missed = np.zeros(x.shape[1], dtype=bool)
+    passed = np.zeros(x.shape[1], dtype=bool)
+    for n in sequential.schedule(*plan):
+        low, high = student_t_bounds(x[:n], 0.95, c)
+        missed |= (low > gate) | (high < gate)
+        passed |= (low >= gate) & (low > 1)
+    return float(missed.mean()), float(passed.mean())
+
+
+@pytest.mark.parametrize("spread", [0.04, 0.2])
+def test_peeking_at_sequential_t_keeps_its_error_rates(spread: float) -> None:
+    """2,000 simulated normal sequences (other draws than the boundary's), looks every 2 pairs
+    from 6 to 40, true gain exactly at the gate (the worst case for a false PASS)."""
+    gate = 1.01
+    rng = np.random.Generator(np.random.PCG64(20261201))
+    x = rng.normal(math.log(gate), spread, size=(40, 2000))
+    missed, passed = _peek(x, (6, 2, 40), gate)
+    se = lambda p: math.sqrt(p * (1 - p) / 2000)  # noqa: E731
+    assert missed <= 0.05 + 3 * se(0.05)
+    assert passed <= 0.025 + 3 * se(0.025)
+    assert missed > 0.02  # not trivially wide: the boundary spends most of its alpha
+    # the same peeking at student_t's fixed-n quantile errs far more often
+    fixed = np.zeros(2000, dtype=bool)
+    for n in sequential.schedule(6, 2, 40):
+        low, _ = student_t_bounds(x[:n], 0.95)
+        fixed |= low >= gate
+    assert fixed.mean() > 0.07
+
+
+def reference_power(
+    n: int, mean: float, sd: float, gate: float, plan: tuple[int, int, int]
+) -> float:
+    c = sequential.boundary(*plan, 0.95)
+    big_n = plan[2]
+    target = math.log(gate) + c * sd / math.sqrt(big_n)
+    # the final mean: n pairs seen, N - n to come with the same mean and spread
+    spread = math.sqrt(big_n - n) * sd / big_n
+    return float(stats.norm.sf(target, loc=mean, scale=spread))
+
+
+@pytest.mark.parametrize(("n", "mean", "sd"), [(6, 0.0, 0.04), (10, 0.03, 0.04), (20, 0.012, 0.05)])
+def test_conditional_power_against_the_normal_formula(n: int, mean: float, sd: float) -> None:
+    plan = (6, 2, 40)
+    got = sequential.conditional_power(n, mean, sd, gate=1.01, first_look=6, look_every=2,
+                                       max_pairs=40, confidence=0.95)  # fmt: skip
+    assert got == pytest.approx(reference_power(n, mean, sd, 1.01, plan), rel=1e-9, abs=1e-15)
+
+
+def test_futility_stops_hopeless_rounds_only() -> None:
+    kw: dict[str, Any] = {"gate": 1.01, "first_look": 6, "look_every": 2, "max_pairs": 40,
+                          "confidence": 0.95}  # fmt: skip
+    assert sequential.futile(6, -0.01, 0.04, **kw)  # measured a slowdown
+    assert not sequential.futile(6, 0.05, 0.04, **kw)  # five times the gate
+    assert not sequential.futile(40, -0.5, 0.04, **kw)  # at the maximum: stopped as "max"
+    assert sequential.futile(10, 0.0, 0.0, **kw)  # no spread, below the gate: certain
+    assert not sequential.futile(10, 0.02, 0.0, **kw)
+    # a gate below 1 is no easier than 1: PASS also needs low > 1
+    low_gate = {**kw, "gate": 0.5}
+    assert sequential.conditional_power(6, 0.0, 0.04, **low_gate) < 0.5
