@@ -13,6 +13,8 @@ import pytest
 from test_docs import _FENCE, ROOT, chinese_page, english_pages
 
 _SHELL = {"", "bash", "sh", "shell", "console"}  # fences whose lines may be commands
+# A fence, also one indented inside a list item (its lines then carry the same indent).
+_ANY_FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```$", re.MULTILINE | re.DOTALL)
 # A command line starts with one of the programs a user of this repository runs.
 _PROGRAM = re.compile(
     r"(explain-pipeline|make|python3?|pip|nsys|ncu|msprof|ray|duckdb|git|\.venv/bin/\S+|\./\S+)"
@@ -27,12 +29,13 @@ def command_lines(text: str) -> list[str]:
     `# comment` dropped (comments are translated), continuation lines (after a `\\`, or indented
     under a command as in a synopsis) joined, spaces collapsed."""
     found: list[list[str]] = []
-    for fence in _FENCE.finditer(text):
-        if fence.group(1) not in _SHELL:
+    for fence in _ANY_FENCE.finditer(text):
+        if fence.group(2) not in _SHELL:
             continue
         current: list[str] | None = None
         joining = False
-        for raw in fence.group(2).splitlines():
+        indent = len(fence.group(1))
+        for raw in (line[indent:] for line in fence.group(3).splitlines()):
             line = _COMMENT.sub("", raw.removeprefix("$ ")).rstrip()
             words = line.split()
             if words and _PROGRAM.fullmatch(words[0]) and not raw[:1].isspace():
@@ -92,11 +95,13 @@ def test_command_lines_join_continuations_and_drop_comments_and_output() -> None
         "```\n$ explain-pipeline round a --x 1 \\\n    --y 2   # one round\n"
         "round a: 10 pairs\nexplain-pipeline campaign start a --metric s\n"
         "    [--seed S]\nmake demo\n```\n```python\nexplain-pipeline = 1\n```\n"
+        "- in a list:\n\n  ```\n  ray start --head   # on the head node\n  ```\n"
     )
     assert command_lines(page) == [
         "explain-pipeline round a --x 1 --y 2",
         "explain-pipeline campaign start a --metric s [--seed S]",
         "make demo",
+        "ray start --head",
     ]
     assert headings("# a\n```\n# not a heading\n```\n## b\n### c\n") == [1, 2, 3]
     assert options("use `--gate` or --what-if k=v, not x--y or ---z") == {"--gate", "--what-if"}
