@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_docs import _FENCE, ROOT, chinese_page, english_pages
+from test_docs import ROOT, chinese_page, english_pages
 
 _SHELL = {"", "bash", "sh", "shell", "console"}  # fences whose lines may be commands
 # A fence, also one indented inside a list item (its lines then carry the same indent).
@@ -56,7 +56,7 @@ def options(text: str) -> set[str]:
 
 def headings(text: str) -> list[int]:
     """The level of every heading, in order (headings inside code blocks are not headings)."""
-    return [len(m.group(1)) for m in _HEADING.finditer(_FENCE.sub("", text))]
+    return [len(m.group(1)) for m in _HEADING.finditer(_ANY_FENCE.sub("", text))]
 
 
 def parity_problems(english: str, chinese: str) -> list[str]:
@@ -103,7 +103,8 @@ def test_command_lines_join_continuations_and_drop_comments_and_output() -> None
         "make demo",
         "ray start --head",
     ]
-    assert headings("# a\n```\n# not a heading\n```\n## b\n### c\n") == [1, 2, 3]
+    fenced = "# a\n```\n# not a heading\n```\n## b\n- x\n  ```\n  # nor this\n  ```\n### c\n"
+    assert headings(fenced) == [1, 2, 3]
     assert options("use `--gate` or --what-if k=v, not x--y or ---z") == {"--gate", "--what-if"}
 
 
