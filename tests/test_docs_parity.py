@@ -144,3 +144,60 @@ def test_a_broken_pair_fails(pair: tuple[Path, Path]) -> None:
     option = sorted(options(original))[0]
     dropped = re.sub(re.escape(option) + r"(?![\w-])", "the option", original)
     assert f"option only in English: {option}" in problems_after(dropped)
+
+
+# -- the command lines themselves -----------------------------------------------------------------
+def _options_of(words: list[str]) -> tuple[str, set[str]]:
+    """The subcommand that ``explain-pipeline WORDS`` runs and every option it accepts."""
+    import click
+
+    from pipeline.cli import cli
+
+    command: click.Command = cli
+    path = ["explain-pipeline"]
+    for word in words:
+        if not isinstance(command, click.Group):
+            break
+        sub = command.get_command(click.Context(command), word)
+        if sub is None:
+            break
+        command, path = sub, [*path, word]
+    accepted = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+    return " ".join(path), accepted
+
+
+def unknown_options(text: str) -> list[str]:
+    """Options named in the page's explain-pipeline command lines that their command does not
+    have (the options of a quoted command it runs, `--dtype` in `--candidate-cmd "python x.py
+    --dtype f"`, are that program's)."""
+    unknown = []
+    for line in command_lines(text):
+        for part in re.split(r"&&|\|", line):
+            words = part.split()
+            if words[:1] != ["explain-pipeline"]:
+                continue
+            path, accepted = _options_of(words[1:])
+            unquoted = re.sub(r"\"[^\"]*\"|'[^']*'", "", part)
+            unknown += [f"{path} has no option {o}" for o in options(unquoted) - accepted]
+    return sorted(unknown)
+
+
+def test_unknown_options_are_found() -> None:
+    page = (
+        "```\nexplain-pipeline assess c1 --gate --attempt r1 --nope\n"
+        'explain-pipeline round a --baseline-cmd "python x.py --dtype f" --colour\n```\n'
+    )
+    assert unknown_options(page) == [
+        "explain-pipeline assess has no option --nope",
+        "explain-pipeline round has no option --colour",
+    ]
+
+
+def test_every_option_of_a_documented_command_line_exists() -> None:
+    found = [
+        f"{page.relative_to(ROOT)}: {problem}"
+        for pair in _pairs()
+        for page in pair
+        for problem in unknown_options(page.read_text("utf-8"))
+    ]
+    assert not found, "\n".join(found)
