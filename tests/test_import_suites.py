@@ -96,7 +96,7 @@ def test_pytest_benchmark_medians_sum_and_extra_info(
     pytest_benchmark_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw = json.loads(pytest_benchmark_file.read_text())
-    expected = {b["fullname"]: b["stats"]["median"] for b in raw["benchmarks"]}
+    expected = {b["fullname"].split("/")[-1]: b["stats"]["median"] for b in raw["benchmarks"]}
     line = _line(["pytest-benchmark", str(pytest_benchmark_file)], capsys)
     assert line["breakdown"] == {"all": expected}
     assert sorted(expected) == [
@@ -191,6 +191,27 @@ def test_damaged_and_foreign_files_are_clear_errors(
     code, _, err = _import(["pytest-benchmark", str(empty)], capsys)
     assert code == 1 and "expected at least one timed benchmark" in err
     assert "Traceback" not in err
+
+
+def test_pytest_node_ids_lose_their_folders_unless_two_would_clash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = "def test_x(benchmark):\n    benchmark(sum, range(10))\n"
+    for folder in ("a", "b/c"):
+        (tmp_path / "s" / folder).mkdir(parents=True)
+        (tmp_path / "s" / folder / "test_same.py").write_text(suite)
+    (tmp_path / "s" / "a" / "test_other.py").write_text(suite)
+    (tmp_path / "s" / "conftest.py").write_text("")
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", "s", "s",
+         "--benchmark-only", "--benchmark-json=out.json", "--benchmark-max-time=0.001",
+         "--benchmark-min-rounds=1", "-W", "ignore", "--import-mode=importlib"],
+        cwd=tmp_path, check=True, capture_output=True,
+    )  # fmt: skip
+    line = _line(["pytest-benchmark", str(tmp_path / "out.json")], capsys)
+    assert sorted(line["breakdown"]["all"]) == [  # type: ignore[index]
+        "a/test_same.py::test_x", "b/c/test_same.py::test_x", "test_other.py::test_x"
+    ]  # fmt: skip
 
 
 def test_two_files_of_one_run_join_and_a_repeated_name_is_refused(

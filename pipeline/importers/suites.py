@@ -132,13 +132,26 @@ def _counters(benchmark: str, values: Mapping[str, Iterable[Decimal]]) -> dict[s
 # -------------------------------------------------------------------------- pytest-benchmark
 
 
+def short_node_id(fullname: str) -> str:
+    """``bench/old/test_x.py::test_y[3]`` -> ``test_x.py::test_y[3]``: the test's node id without
+    the folders, which differ when the two sides run from different checkouts or folders."""
+    where, sep, test = fullname.partition("::")
+    return where.rsplit("/", 1)[-1] + sep + test
+
+
 def _pytest_benchmark(path: Path, doc: Any) -> list[Benchmark]:
+    items = _list(path, "pytest-benchmark", doc)
+    full = [_name(path, f"benchmarks[{i}].fullname",
+                  x.get("fullname", x.get("name")) if isinstance(x, dict) else None)
+            for i, x in enumerate(items)]  # fmt: skip
+    short = [short_node_id(name) for name in full]
     out = []
-    for index, item in enumerate(_list(path, "pytest-benchmark", doc)):
-        stats = item.get("stats") if isinstance(item, dict) else None
+    for index, item in enumerate(items):
+        stats = item.get("stats")
         if not isinstance(stats, dict):
             raise fail(path, None, f'benchmarks[{index}]: expected an object with "stats"')
-        name = _name(path, f"benchmarks[{index}].fullname", item.get("fullname", item.get("name")))
+        # two tests of the same file name in different folders keep their whole node ids
+        name = short[index] if short.count(short[index]) == 1 else full[index]
         extra = item.get("extra_info") or {}
         numbers = {k: [v] for k, v in extra.items() if isinstance(v, Decimal)} if isinstance(
             extra, dict) else {}  # fmt: skip
