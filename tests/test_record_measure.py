@@ -169,3 +169,5 @@ def test_measure_options_that_cannot_work_are_usage_errors(
     assert code == 2 and "--metric-source cpu: with --measure or --trace" in err
     code, _, err = run_main(["ab", cmd, cmd, "--measure", "pyperf", "--trace", "kineto"], capsys)
     assert code == 2 and "--measure and --trace" in err
+    code, _, err = run_main(["ab", cmd, f"{cmd} {{results}}"], capsys)
+    assert code == 2 and err.startswith("error: {results} in a command stands for the results")

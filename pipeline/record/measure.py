@@ -68,8 +68,17 @@ class MeasureOptions:
         return INSTRUCTIONS in self.counters
 
 
-def check_options(options: MeasureOptions, *, tracing: bool) -> None:
-    """Combinations that cannot work are usage errors before anything runs."""
+def check_options(
+    options: MeasureOptions, *, tracing: bool, commands: Sequence[Sequence[str]] = ()
+) -> None:
+    """Combinations that cannot work are usage errors before anything runs. ``{results}``
+    without --measure would be passed on as it is: the harness would write a file of that name
+    into the working directory and the run would be timed by the clock instead."""
+    if options.suite is None and any(RESULTS_PLACEHOLDER in w for c in commands for w in c):
+        raise UsageError(
+            f"{RESULTS_PLACEHOLDER} in a command stands for the results file of --measure "
+            "pytest-benchmark|gbench|pyperf: give --measure"
+        )
     if options.suite is not None and tracing:
         raise UsageError("--measure and --trace both say where the breakdown comes from: give one")
     if options.metric_source != "wall" and (options.suite is not None or tracing):

@@ -388,7 +388,8 @@ def record_round(
         "candidate": split_command("--candidate-cmd", request.candidate_cmd),
     }
     check_trace_options(request.trace)
-    check_options(request.measure, tracing=request.trace is not None)
+    check_options(request.measure, tracing=request.trace is not None,
+                  commands=list(commands.values()))  # fmt: skip
     mechanism = _mechanism(request, campaign)
     seed = random_seed() if request.order_seed is None else request.order_seed
     needs_file = campaign.data["metric"]["better"] == "higher"
