@@ -16,7 +16,7 @@ import pytest
 
 import pipeline.store.tables
 from pipeline.contracts import table
-from pipeline.store.tables import Store
+from pipeline.store.tables import STORE_FORMAT, Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 
@@ -125,20 +125,21 @@ def test_strays_of_writes_that_never_committed_are_reported_then_removed(tmp_pat
         f"{store.root}: 2 problem(s)",
     ]
     assert legacy.exists() and staged.exists()
-    (store.root / ".legacy-swept").unlink()  # as a store last written before 0.2
+    (store.root / ".store-format").unlink()  # as a store written before the format file
     with store.transaction() as txn:  # every writer removes them first, as repair does
         txn.put("samples", "c2", _samples("b", 2.0))
     assert not legacy.exists() and not (store.root / "_staging").exists()
     assert sorted(outside_read(store.root, "samples")["metric"].to_list()) == [1.0, 2.0]
 
 
-def test_once_swept_writers_leave_pre_0_2_temporaries_to_repair(tmp_path: Path) -> None:
-    """A write that found no pre-0.2 temporary file marks the store, and later writes do not
-    list every partition folder again; `store check` and `store repair` still look."""
+def test_once_swept_writers_leave_format_1_temporaries_to_repair(tmp_path: Path) -> None:
+    """A write marks the store as of the current format once format 1's temporary files are
+    gone, and later writes do not list every partition folder again; `store check` and `store
+    repair` still look."""
     store = Store(tmp_path / "store")
     with store.transaction() as txn:
         txn.put("samples", "c1", _samples("a", 1.0))
-    assert (store.root / ".legacy-swept").is_file()
+    assert (store.root / ".store-format").read_text() == f"{STORE_FORMAT}\n"
     legacy = store.root / "samples" / "campaign_id=c1" / ".data.parquet.0badc0de.tmp"
     legacy.write_bytes(b"left by an older version run after this one")
     with store.transaction() as txn:
@@ -223,3 +224,27 @@ def test_readers_wait_for_a_running_write_and_read_what_it_committed(
         assert (query.returncode, out, err) == (0, "metric\n2.0\n", "")
     else:  # the store holds samples only: the report, once it could read, finds no campaign c1
         assert query.returncode == 2 and "c1" in err, err
+
+
+def test_the_store_format_is_written_by_a_write_and_checked_on_open(tmp_path: Path) -> None:
+    """A store written before the format file (format 1) gets it at its next write, with the
+    old marker gone; a store of a newer format is refused by every command, nothing changed."""
+    store = Store(tmp_path / "store")
+    with store.transaction() as txn:
+        txn.put("samples", "c1", _samples("a", 1.0))
+    mark = store.root / ".store-format"
+    mark.unlink()
+    (store.root / ".legacy-swept").write_bytes(b"")  # what format-1 stores wrote
+    assert Store(store.root).format() == 1
+    with Store(store.root).transaction() as txn:
+        txn.put("samples", "c2", _samples("b", 2.0))
+    assert mark.read_text() == f"{STORE_FORMAT}\n" and not (store.root / ".legacy-swept").exists()
+    mark.write_text(f"{STORE_FORMAT + 1}\n")
+    for command in (["query", "SELECT 1"], ["store", "check"], ["assess", "--all"]):
+        done = cli(*command, "--store", str(store.root))
+        assert done.returncode == 1, command
+        assert done.stderr == (
+            f"error: {mark}: store format {STORE_FORMAT + 1} was written by a newer "
+            f"explain-pipeline; this one reads formats up to {STORE_FORMAT}: upgrade it\n"
+        )
+    assert mark.read_text() == f"{STORE_FORMAT + 1}\n"

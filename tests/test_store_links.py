@@ -111,7 +111,7 @@ def test_a_linked_journal_folder_is_refused_and_its_json_files_kept(
     assert_check_names(store, store / "_txn", capsys)
 
 
-@pytest.mark.parametrize("name", [".lock", ".legacy-swept"])
+@pytest.mark.parametrize("name", [".lock", ".store-format"])
 def test_a_linked_lock_or_marker_creates_nothing_outside(
     store: Path,
     victim: Path,

@@ -1,7 +1,7 @@
 """Store-internal paths reached without following symbolic links.
 
 Every folder and file below the store root (``_staging``, ``_txn``, table and partition folders,
-``.lock``, ``.legacy-swept``, journals, staged and partition files) is created, opened, renamed
+``.lock``, ``.store-format``, journals, staged and partition files) is created, opened, renamed
 and deleted relative to a folder descriptor opened with ``O_NOFOLLOW``, so a link planted where
 the store expects a folder or a file is never acted through: it is an integrity error naming it
 (exit 3), and nothing is read, written or deleted through it. The root itself may be a link

@@ -50,25 +50,31 @@ DEFAULT_STORE = ".explain-store"
 DATA_FILE = "data.parquet"
 _TXN_DIR = "_txn"
 _LOCK_FILE = ".lock"
-_LEGACY_SWEPT = ".legacy-swept"
-"""Written once no temporary file of a version before 0.2 is left beside the partitions: from
-then on a write does not list every partition folder to look for them (at 100,000 attempts that
-listing costs about a second a write); `store check` and `store repair` always look."""
+FORMAT_FILE = ".store-format"
+STORE_FORMAT = 2
+"""The store's layout version, written in FORMAT_FILE by every write and checked on open (a
+store of a newer format is refused, never half-read). 1: no FORMAT_FILE, written before it
+existed: staged files may lie beside the partitions (``.data.parquet.*.tmp``) or under
+``_staging/<txid>/<table>/campaign_id=<id>/``. 2: staged files only under
+``_staging/<txid>/<table>/campaign_id=<id>.parquet``. The first write to a format-1 store removes
+the format-1 strays (listing every partition folder: about a second at 100,000 attempts), then
+writes 2; later writes skip that search; `store check` and `store repair` always search."""
+_OLD_MARKER = ".legacy-swept"  # what format-1 stores wrote after their sweep; removed on upgrade
 _STAGING_DIR = "_staging"
 _INTERNAL: tuple[tuple[tuple[str, ...], Kind], ...] = (
     ((_LOCK_FILE,), "file"),
-    ((_LEGACY_SWEPT,), "file"),
+    ((FORMAT_FILE,), "file"),
     ((_TXN_DIR,), "folder"),
     ((_STAGING_DIR,), "folder"),
 )
 """The store's own paths besides the tables (`store check` names one that is a link)."""
 # The only paths a journal may name: a partition file, and a staged copy of one (beside it,
-# dot-prefixed, as written before 0.2; or under _staging/<txid>/).
+# dot-prefixed, or in a folder per file: store format 1; or under _staging/<txid>/).
 _PART = rf"(?P<table>[a-z_]+)/{PARTITION}=(?P<id>[^/]+)/"
 _TARGET = re.compile(_PART + re.escape(DATA_FILE))
 _STAGED = (
     re.compile(rf"{_STAGING_DIR}/[0-9a-f]+/(?P<table>[a-z_]+)/{PARTITION}=(?P<id>[^/]+)\.parquet"),
-    re.compile(rf"{_STAGING_DIR}/[0-9a-f]+/" + _TARGET.pattern),  # one folder per file (0.2-0.3)
+    re.compile(rf"{_STAGING_DIR}/[0-9a-f]+/" + _TARGET.pattern),  # one folder per file (format 1)
     re.compile(_PART + re.escape(f".{DATA_FILE}.") + r"[0-9a-f]+\.tmp"),
 )
 
@@ -104,7 +110,11 @@ def _first_line(exc: Exception) -> str:
 def is_store(path: Path) -> bool:
     """A store is a folder holding the campaigns table or the lock file every write creates
     (so a store that ingest created from an empty source is one too)."""
-    return (path / "campaigns").is_dir() or (path / _LOCK_FILE).is_file()
+    return (
+        (path / "campaigns").is_dir()
+        or (path / _LOCK_FILE).is_file()
+        or (path / FORMAT_FILE).is_file()
+    )
 
 
 def _collect(links: list[StoreLinkError] | None, exc: StoreLinkError, value: Any) -> Any:
@@ -324,6 +334,7 @@ class Store:
         after its journal was written is finished first, unless ``recover`` is false."""
         self.root = Path(root)
         self._checked: set[tuple[str, int, int]] = set()  # (file, size, mtime) that matched
+        self._refuse_newer_format()
         if recover and self._pending_journals():  # otherwise readers take no lock, write nothing
             with self._locked():
                 self._recover()
@@ -613,9 +624,50 @@ class Store:
         for journal, ops in checked:
             self._apply_journal(journal, ops)
 
+    def _refuse_newer_format(self) -> None:
+        try:
+            found = self.format()
+        except StoreLinkError:  # `store check` names it; a write refuses it
+            return
+        if found > STORE_FORMAT:
+            raise StoreError(
+                f"{self.root / FORMAT_FILE}: store format {found} was written by a newer "
+                f"explain-pipeline; this one reads formats up to {STORE_FORMAT}: upgrade it"
+            )
+
+    def format(self) -> int:
+        """The store's format (STORE_FORMAT): 1 when FORMAT_FILE is absent (a store written
+        before it existed, or none yet)."""
+        with folders(self.root) as dirs:
+            fd = open_file(dirs, (FORMAT_FILE,), os.O_RDONLY)
+        if fd is None:
+            return 1
+        with os.fdopen(fd, "rb") as handle:
+            text = handle.read(64).decode("ascii", errors="replace").strip()
+        if not text.isdigit():
+            raise StoreError(
+                f"{self.root / FORMAT_FILE}: expected the store format (a number), got {text!r}"
+            )
+        return int(text)
+
+    def _write_format(self) -> None:
+        """Mark the store as of STORE_FORMAT (the caller holds the lock): written beside and
+        renamed into place, so a reader sees the old mark or the new one."""
+        pending = f"{FORMAT_FILE}.tmp"
+        with folders(self.root) as dirs:
+            fd = open_file(dirs, (pending,), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            assert fd is not None  # O_CREAT
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(f"{STORE_FORMAT}\n".encode("ascii"))
+                handle.flush()
+                os.fsync(handle.fileno())
+            root_fd = dirs.fd(())
+            os.replace(pending, FORMAT_FILE, src_dir_fd=root_fd, dst_dir_fd=root_fd)
+            remove(dirs, (_OLD_MARKER,))
+
     def _strays(self, *, legacy: bool = True) -> list[Path]:
         """Staged files no committed journal names: what a write that never committed left.
-        ``legacy``: also the temporary files versions before 0.2 staged beside the partitions."""
+        ``legacy``: also the temporary files store format 1 staged beside the partitions."""
         pending = {journal.stem for journal in self._pending_journals()}
         staging = self.root / _STAGING_DIR
         found: list[Path] = []
@@ -630,16 +682,15 @@ class Store:
         return sorted(found)
 
     def _remove_stray_staging(self, *, always_legacy: bool = False) -> int:
-        """Remove the strays (the caller holds the lock); the pre-0.2 ones only until a sweep
-        found none left, unless ``always_legacy``."""
-        legacy = always_legacy or lstat_in(self.root, (_LEGACY_SWEPT,), "file") is None
-        strays = self._strays(legacy=legacy)
+        """Remove the strays (the caller holds the lock); the format-1 ones only while the
+        store is of format 1, unless ``always_legacy``; then mark the store as STORE_FORMAT."""
+        old = self.format() < STORE_FORMAT
+        strays = self._strays(legacy=always_legacy or old)
         with folders(self.root) as dirs:
             for stray in strays:
                 remove(dirs, relative_parts(self.root, stray))  # a link: itself, not its target
-            if legacy:
-                fd = open_file(dirs, (_LEGACY_SWEPT,), os.O_WRONLY | os.O_CREAT)
-                os.close(fd)  # type: ignore[arg-type]
+        if old:
+            self._write_format()
         return len(strays)
 
     # -- checking and repairing -------------------------------------------------------------
