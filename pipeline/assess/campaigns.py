@@ -70,6 +70,9 @@ class AssessResult:
     """Attempts whose comparisons were computed in this run (the rest were reused)."""
     campaign_ids: tuple[str, ...] = ()
     """Every campaign asked for, assessed or blocked (one with no attempt has no rows)."""
+    rejected: pl.DataFrame | None = None
+    """Rows of table ``rejections`` of these campaigns: what their latest ingest rejected, so
+    not assessed (or assessed as an earlier valid version)."""
 
     @property
     def exit_code(self) -> ExitCode:
@@ -491,6 +494,7 @@ def assess(
         frozen=frozen if changes else None,
         recomputed=got.computed.height,
         campaign_ids=tuple(ids),
+        rejected=store.read("rejections", ids).sort("campaign_id", "position"),
     )
 
 

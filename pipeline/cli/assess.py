@@ -121,6 +121,8 @@ def assess_command(
         from pipeline.assess.campaigns import gated_attempt
 
         gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
+    for cid, rows in _by_campaign(_rejections(result)).items():
+        click.echo(f"warning: {cid}: rejected at ingest, not assessed: {_named(rows)}", err=True)
     if fmt == "table":
         click.echo(render_table(result), nl=False)
     else:
@@ -209,6 +211,32 @@ def _integrity_lines(errors: pl.DataFrame) -> str:
     return "".join(out)
 
 
+def _rejections(result: AssessResult) -> pl.DataFrame:
+    from pipeline.contracts import table
+
+    return result.rejected if result.rejected is not None else table("rejections").empty()
+
+
+def _named(rows: pl.DataFrame) -> str:
+    """The rejected attempts of one campaign, in ingest's order (campaign.json: all of them)."""
+    ids = rows["attempt_id"].unique(maintain_order=True).to_list()
+    return ", ".join(x or "campaign.json" for x in ids)
+
+
+def rejected_lines(rows: pl.DataFrame | None) -> str:
+    """What ingest rejected in one campaign (table ``rejections``): the attempts named, then
+    each error as ingest printed it (file:line, field, reason [code])."""
+    if rows is None or rows.is_empty():
+        return ""
+    from pipeline.ingest.validate import Issue
+
+    out = [f"REJECTED at ingest, not assessed: {_named(rows)} (fix the files and ingest again)\n"]
+    for r in rows.iter_rows(named=True):
+        issue = Issue(r["path"], r["line"], r["field"], r["code"], r["message"])
+        out.append(f"  {r['attempt_id'] or 'campaign'}: {issue}\n")
+    return "".join(out)
+
+
 def campaign_order(result: AssessResult) -> list[str]:
     """The campaigns of a result, assessed or blocked, in the order every format lists them."""
     ids = result.assessments["campaign_id"].to_list() + result.blocked["campaign_id"].to_list()
@@ -243,6 +271,7 @@ def render_table(result: AssessResult) -> str:
     # one split per table, not a filter per campaign (thousands of campaigns with --all)
     blocked = _by_campaign(result.blocked)
     assessed = _by_campaign(result.assessments)
+    rejected = _by_campaign(_rejections(result))
     for cid in campaign_order(result):
         errors = blocked.get(cid, result.blocked.clear())
         if errors.height:
@@ -262,6 +291,7 @@ def render_table(result: AssessResult) -> str:
             cells = (summary_cells(r) for r in rows.iter_rows(named=True))
             out.write(_grid([SUMMARY_HEADERS, *cells]))
             out.write(_order_warnings(rows))
+        out.write(rejected_lines(rejected.get(cid)))
         if result.what_if:
             changed, total = _changed(result, cid)
             out.write(f"verdicts that differ from the frozen policy: {changed} of {total}\n")
@@ -321,6 +351,7 @@ def render_json(result: AssessResult, *, digests: bool = False) -> str:
 
     nested = _nested(result, digests)
     blocked, attempts = _by_campaign(result.blocked), _by_campaign(nested)
+    rejected = _by_campaign(_rejections(result))
     campaigns = []
     for cid in campaign_order(result):
         errors = blocked.get(cid, result.blocked.clear())
@@ -329,6 +360,9 @@ def render_json(result: AssessResult, *, digests: bool = False) -> str:
             "status": "blocked" if errors.height else "assessed",
         }
         entry["integrity_errors"] = errors.drop("campaign_id").to_dicts()
+        refused = rejected.get(cid)
+        entry["rejected_at_ingest"] = [] if refused is None else refused.drop(
+            "campaign_id", "position").to_dicts()  # fmt: skip
         entry["attempts"] = attempts.get(cid, nested.clear()).drop("campaign_id").to_dicts()
         if result.what_if:
             entry["verdicts_changed"] = _changed(result, cid)[0]
@@ -345,6 +379,8 @@ def render_csv(result: AssessResult, *, digests: bool = False) -> str:
 
     if result.blocked.height:
         click.echo(_integrity_lines(result.blocked), err=True, nl=False)
+    for cid, rows in _by_campaign(_rejections(result)).items():
+        click.echo(f"campaign {cid}: " + rejected_lines(rows), err=True, nl=False)
     frame = _readable(result.assessments, digests)
     if result.what_if:
         label = " ".join(f"{k}={v}" for k, v in result.what_if.items())

@@ -153,8 +153,9 @@ def _value(value: Any) -> str:
 def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | None) -> int:
     """Ingest the campaign in FOLDER, assess it, print the verdict table and the best attempt.
 
-    Exits with assess's code (3 when an integrity error blocks the campaign); 1 when an
-    attempt was rejected at ingest.
+    Attempts that ingest rejected are named under the table (file:line, field, reason
+    [code]). Exits with assess's code (3 when an integrity error blocks the campaign), else 1
+    when any attempt of the campaign was rejected at ingest.
 
     \b
     Example:
@@ -172,7 +173,9 @@ def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | 
     for issue in final.ingest.issues:
         click.echo(str(issue), err=True)
     code = final.assess.exit_code
-    return int(code if code != ExitCode.OK else final.ingest.exit_code)
+    if code == ExitCode.OK and (final.rejected.height or final.ingest.exit_code):
+        return int(ExitCode.REJECTED)
+    return int(code)
 
 
 def render_final(final: FinalResult) -> str:
@@ -187,6 +190,9 @@ def render_final(final: FinalResult) -> str:
         row = best.row(0, named=True)
         out.append(f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
                    f"{row['candidate']}): {_verdict(row)}\n")  # fmt: skip
+    elif final.rejected.height:
+        out.append("best attempt: none (no assessed attempt is PASS; some were rejected at "
+                   "ingest, above)\n")  # fmt: skip
     else:
         out.append("best attempt: none (no attempt is PASS)\n")
     return "".join(out)

@@ -43,6 +43,7 @@ from pipeline.ingest.validate import (
     Run,
     parse_timestamp,
     read_attempt_files,
+    valid_id,
     validate_attempt,
     validate_campaign,
 )
@@ -100,6 +101,7 @@ class _Run:
     campaigns: list[dict[str, Any]] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     warnings: list[Issue] = field(default_factory=list)
+    rejections: list[dict[str, Any]] = field(default_factory=list)  # rows of table rejections
 
     def attempt(
         self, campaign_id: str, attempt_id: str, outcome: Outcome, issues: Sequence[Issue] = ()
@@ -113,6 +115,16 @@ class _Run:
             }
         )
         self.issues += issues
+        if outcome == "rejected":
+            self.rejected(campaign_id, attempt_id, issues)
+
+    def rejected(self, campaign_id: str, attempt_id: str | None, issues: Sequence[Issue]) -> None:
+        """Keep the errors for the store, so that assess and report can name them later."""
+        self.rejections += [
+            {"campaign_id": campaign_id, "attempt_id": attempt_id, "path": i.path,
+             "line": i.line, "field": i.field, "code": i.code, "message": i.message}
+            for i in issues
+        ]  # fmt: skip
 
     def merge(self, other: _Run) -> None:
         """Add what ``other`` recorded after what this run holds."""
@@ -120,6 +132,7 @@ class _Run:
         self.campaigns += other.campaigns
         self.issues += other.issues
         self.warnings += other.warnings
+        self.rejections += other.rejections
 
     def report(self) -> IngestReport:
         return IngestReport(
@@ -319,6 +332,7 @@ def _open_campaign(
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
         run.issues += issues
+        run.rejected(folder.name, None, issues)
         for attempt in attempts:
             run.attempt(folder.name, attempt.name, "rejected")
         tick(len(attempts))
@@ -482,6 +496,7 @@ def _write_group(store: Store, txn: Transaction, got: _Prepared) -> None:
     """Write the partitions of every campaign of the group that changed into the transaction:
     each table in one pass over the group's rows."""
     new = got.new
+    _write_rejections(store, txn, got.run)
     touched = set(new["attempts"]["campaign_id"].unique().to_list())
     written = [c for c in got.campaigns if c.cid in touched or c.changed]
     if not written:
@@ -497,6 +512,30 @@ def _write_group(store: Store, txn: Transaction, got: _Prepared) -> None:
     txn.put_partitions(
         "integrity", integrity_errors(campaign_rows, attempts), [c.cid for c in written]
     )
+
+
+def _write_rejections(store: Store, txn: Transaction, run: _Run) -> None:
+    """Each campaign folder read gets, in table ``rejections``, exactly the errors this ingest
+    found in it: written when they differ from the stored ones, removed when there are none (so
+    a clean campaign, the usual case, costs one file test). Folders whose name is not a valid
+    campaign id have no partition (their errors are only printed)."""
+    cids = [c["campaign_id"] for c in run.campaigns if valid_id(c["campaign_id"])]
+    spec = table("rejections")
+    frame = pl.DataFrame(run.rejections, schema=spec.polars_schema(), strict=False)
+    frame = frame.with_columns(position=pl.int_range(pl.len()).over("campaign_id"))
+    frame = frame.filter(pl.col("campaign_id").is_in(cids))
+    found = set(frame["campaign_id"].to_list())
+    stored = [c for c in cids if store.partition_file("rejections", c).is_file()]
+    for cid in stored:
+        if cid not in found:
+            txn.delete("rejections", cid)
+    kept = store.read("rejections", [c for c in stored if c in found])
+    changed = [
+        cid for cid in sorted(found)
+        if not frame.filter(pl.col("campaign_id") == cid).equals(
+            kept.filter(pl.col("campaign_id") == cid))
+    ]  # fmt: skip
+    txn.put_partitions("rejections", frame, changed)
 
 
 def _attempt_key() -> pl.Expr:

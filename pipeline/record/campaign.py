@@ -19,6 +19,8 @@ from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, 
 from pipeline.record.runner import TraceOptions, now, timestamp
 
 if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
+    import polars as pl
+
     from pipeline.assess.campaigns import AssessResult
     from pipeline.ingest.attempts import IngestReport
     from pipeline.store.tables import Store
@@ -73,6 +75,14 @@ class FinalResult:
     ingest: IngestReport
     assess: AssessResult
     campaign_id: str
+
+    @property
+    def rejected(self) -> pl.DataFrame:
+        """What ingest rejected in this campaign (rows of table ``rejections``)."""
+        from pipeline.contracts import table
+
+        found = self.assess.rejected
+        return found if found is not None else table("rejections").empty()
 
 
 def final_campaign(folder: Path, store: Store) -> FinalResult:

@@ -53,6 +53,8 @@ class CampaignData:
     pair_ratios: pl.DataFrame = field(default_factory=lambda: PAIR_RATIOS.clear())
     """Per pair of every attempt: attempt_id, repetition, ratio (the metric speedup ratio of
     the pair, > 1 = candidate better) and baseline_first (null: order not recorded)."""
+    rejected: pl.DataFrame = field(default_factory=lambda: table("rejections").empty())
+    """What the latest ingest of the campaign rejected (table ``rejections``): not assessed."""
 
     @property
     def blocked(self) -> bool:
@@ -135,6 +137,7 @@ def load_campaign_data(
         pair_ratios=PAIR_RATIOS.clear()
         if blocked
         else pair_ratios(store.read("samples", [campaign_id]), campaign["metric_better"]),
+        rejected=store.read("rejections", [campaign_id]).sort("position"),
     )
 
 

@@ -123,6 +123,8 @@ def nav_html(data: CampaignData) -> str:
         links += [("timeline", "Timeline"), ("verdicts", "Verdicts")]
         if data.what_if is not None:
             links.append(("what-if", "What-if"))
+    if data.rejected.height:
+        links.append(("rejected", "Rejected at ingest"))
     items = [f'<a href="#{a}">{esc(t)}</a>' for a, t in links]
     ids = (data.attempts if data.blocked else data.assessments)["attempt_id"]
     if 0 < ids.len() <= NAV_ATTEMPTS:
@@ -208,6 +210,27 @@ def integrity_html(data: CampaignData) -> str:
         "declared out of order (docs/contract.md §6), so no verdict is issued for any of its "
         "attempts. Fix the inputs, ingest again and assess.</div>"
         + html_table(frame, ("where", "code", "message", "expected", "actual"))
+        + "</section>"
+    )
+
+
+def rejected_html(data: CampaignData) -> str:
+    """The attempts ingest rejected: they are in no table and no plot, so they are named here,
+    each error as ingest reported it."""
+    if data.rejected.is_empty():
+        return ""
+    frame = data.rejected.with_columns(
+        attempt=pl.col("attempt_id").fill_null("(campaign.json)"),  # not a link: no such page part
+        where=pl.when(pl.col("line").is_null()).then(pl.col("path"))
+        .otherwise(pl.format("{}:{}", "path", "line")),
+    )  # fmt: skip
+    n = frame["attempt"].n_unique()
+    return (
+        '<section id="rejected"><h2>Rejected at ingest</h2>'
+        f'<div class="banner warn"><b>{n} attempt folder(s) were rejected at ingest</b> and are '
+        "not assessed (an attempt rejected after an earlier valid version keeps that version's "
+        "verdict). Fix the files named below and ingest again.</div>"
+        + html_table(frame, ("attempt", "where", "field", "code", "message"))
         + "</section>"
     )
 
@@ -554,6 +577,7 @@ def render_campaign(
         sections = integrity_html(data)
     else:
         sections = timeline_html(data) + verdicts_html(data) + what_if_html(data)
+    sections += rejected_html(data)
     body = (
         header_html(data, index_href)
         + nav_html(data)
