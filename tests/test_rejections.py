@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,18 @@ def test_report_names_the_rejected_attempt(
     path = campaign / "r002" / "measurements.jsonl"
     assert (f"<td>r002</td><td>{path}:3</td><td>metric</td><td>not_positive</td>"
             '<td class="text">must be &gt; 0 for an ok run, got -1</td>') in section  # fmt: skip
+
+
+def test_a_folder_name_that_is_not_text_is_stored_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An attempt folder whose name holds an undecodable byte and an escape character is
+    rejected (bad_id) and named, escaped, by ingest and assess: never an internal error."""
+    folder = write_example_campaign(tmp_path / "attempts", "c1")
+    os.rename(os.fsencode(folder / "r002"), os.fsencode(folder) + b"/r\xff\x1b02")
+    store = str(tmp_path / "store")
+    code, _, err = cli(["ingest", str(folder.parent), "--store", store], capsys)
+    assert code == 1 and "[bad_id]" in err
+    code, out, _ = cli(["assess", "c1", "--store", store], capsys)
+    assert code == 0
+    assert "REJECTED at ingest, not assessed: r\\udcff\\x1b02 (fix the files" in out

@@ -42,6 +42,7 @@ from pipeline.ingest.validate import (
     Issue,
     Run,
     parse_timestamp,
+    printable,
     read_attempt_files,
     valid_id,
     validate_attempt,
@@ -109,7 +110,7 @@ class _Run:
         self.rows.append(
             {
                 "campaign_id": campaign_id,
-                "attempt_id": attempt_id,
+                "attempt_id": printable(attempt_id),  # a folder name may not be valid UTF-8
                 "outcome": outcome,
                 "n_issues": len(issues),
             }
@@ -119,10 +120,13 @@ class _Run:
             self.rejected(campaign_id, attempt_id, issues)
 
     def rejected(self, campaign_id: str, attempt_id: str | None, issues: Sequence[Issue]) -> None:
-        """Keep the errors for the store, so that assess and report can name them later."""
+        """Keep the errors for the store, so that assess and report can name them later (as
+        printable text: a name or message may hold what is not valid UTF-8)."""
         self.rejections += [
-            {"campaign_id": campaign_id, "attempt_id": attempt_id, "path": i.path,
-             "line": i.line, "field": i.field, "code": i.code, "message": i.message}
+            {"campaign_id": campaign_id, "path": printable(i.path),
+             "attempt_id": None if attempt_id is None else printable(attempt_id),
+             "line": i.line, "field": printable(i.field), "code": i.code,
+             "message": printable(i.message)}
             for i in issues
         ]  # fmt: skip
 
