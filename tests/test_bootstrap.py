@@ -208,3 +208,43 @@ def test_equal_columns_get_the_interval_of_their_distinct_column() -> None:
     a, b = rng.normal(0, 0.05, size=(2, 6))
     x = np.column_stack([a, b, a, np.zeros(6), a, np.zeros(6)])
     assert_matches_reference(x, 700, 4, 0.95)
+
+
+# -- memory bounded whatever n is: the counts drawn in blocks of resamples ----------------------
+@pytest.mark.parametrize(("n", "rows"), [(1, 1), (5, 1), (7, 3), (50, 64), (101, 999)])
+def test_count_blocks_are_the_rows_of_the_single_draw(n: int, rows: int) -> None:
+    from pipeline.assess.bootstrap import resample_count_blocks
+
+    whole = resample_counts(n, resamples=1000, seed=11)
+    blocks = list(resample_count_blocks(n, resamples=1000, seed=11, max_bytes=8 * n * rows))
+    assert [b.stop - b.start for b, _ in blocks][:-1] == [rows] * (len(blocks) - 1)
+    assert np.array_equal(np.concatenate([counts for _, counts in blocks]), whole)
+
+
+@pytest.mark.parametrize("n", [5, 12, 333])
+def test_intervals_from_blocks_of_counts_are_the_same_bits(n: int) -> None:
+    rng = np.random.default_rng(n)
+    x = rng.normal(0.02, 0.1, size=(n, 40))
+    x[1, 3] = x[4, 7] = math.inf  # a vanished quantity: the +inf rules in the blocks too
+    x[:, 9] = 0.0
+    whole = paired_intervals(x, resamples=2000, seed=5, confidence=0.95)
+    for rows in (1, 7, 1999):  # down to one resample per block
+        blocks = paired_intervals(x, resamples=2000, seed=5, confidence=0.95,
+                                  counts_bytes=8 * n * rows)  # fmt: skip
+        for name in ("estimate", "low", "high"):
+            assert np.array_equal(getattr(blocks, name), getattr(whole, name)), (rows, name)
+
+
+def test_explained_fraction_from_blocks_of_counts_agrees() -> None:
+    from pipeline.assess.fraction import fraction_bounds
+
+    rng = np.random.default_rng(3)
+    d = rng.normal(1.0, 0.3, size=(300, 6))
+    t = d + rng.normal(0.5, 0.3, size=(300, 6))
+    whole = fraction_bounds(d, t, resamples=1500, seed=2, confidence=0.95)
+    blocks = fraction_bounds(d, t, resamples=1500, seed=2, confidence=0.95,
+                             counts_bytes=8 * 300 * 37)  # fmt: skip
+    # plain floating-point products: equal to a few ulps (a block's shape may move the last bit)
+    assert np.array_equal(blocks[2], whole[2])
+    np.testing.assert_allclose(blocks[0], whole[0], rtol=1e-13)
+    np.testing.assert_allclose(blocks[1], whole[1], rtol=1e-13)

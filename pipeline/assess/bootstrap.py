@@ -28,7 +28,7 @@ pairs), far inside the 1e-12 to which the results equal the plain per-quantity c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -48,11 +48,42 @@ class Intervals:
     high: FloatArray
 
 
+COUNTS_BYTES = 64 << 20
+"""Largest block of resample counts (float64, resamples x n) made at once. The whole matrix fits
+below it (n up to 838 pairs at 10,000 resamples) and is made once; a larger one (50,000 pairs:
+3.7 GiB) is made block of resamples after block, so memory stays bounded whatever n is (each
+block costs about five times its size while it is made: the index, its offsets, the counts)."""
+
+
+def _counts_of(idx: npt.NDArray[np.int64], n: int) -> FloatArray:
+    rows = idx.shape[0]
+    flat = (idx + (np.arange(rows, dtype=np.int64) * n)[:, None]).ravel()
+    return np.bincount(flat, minlength=rows * n).reshape(rows, n).astype(np.float64)
+
+
 def resample_counts(n: int, *, resamples: int, seed: int) -> FloatArray:
     """``counts[b, i]`` = occurrences of pair ``i`` in resample ``b`` (contract §4.2's idx)."""
     idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
-    flat = (idx + (np.arange(resamples, dtype=np.int64) * n)[:, None]).ravel()
-    return np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(np.float64)
+    return _counts_of(idx, n)
+
+
+def fits_whole(n: int, resamples: int, max_bytes: int = COUNTS_BYTES) -> bool:
+    """Whether the whole count matrix is made at once (else :func:`resample_count_blocks`)."""
+    return 8 * n * resamples <= max_bytes
+
+
+def resample_count_blocks(
+    n: int, *, resamples: int, seed: int, max_bytes: int = COUNTS_BYTES
+) -> Iterator[tuple[slice, FloatArray]]:
+    """The rows of :func:`resample_counts` in blocks of at most ``max_bytes``: (which resamples,
+    their counts). One generator draws the blocks one after the other, and PCG64 keeps its
+    buffered half-word between calls, so the indices are those of the single (resamples, n)
+    draw, bit for bit (tests/test_bootstrap.py holds the two equal)."""
+    generator = np.random.Generator(np.random.PCG64(seed))
+    rows = max(1, max_bytes // (8 * n))
+    for start in range(0, resamples, rows):
+        stop = min(start + rows, resamples)
+        yield slice(start, stop), _counts_of(generator.integers(0, n, size=(stop - start, n)), n)
 
 
 @dataclass(frozen=True)
@@ -221,17 +252,27 @@ def mean_in_order(values: FloatArray) -> FloatArray:
 
 
 def _bounds(
-    values: FloatArray, *, resamples: int, seed: int, probs: FloatArray, chunk_bytes: int
+    values: FloatArray,
+    *,
+    resamples: int,
+    seed: int,
+    probs: FloatArray,
+    chunk_bytes: int,
+    counts_bytes: int = COUNTS_BYTES,
 ) -> FloatArray:
     """The interval's ends on the log scale, (2, Q), for validated ``values`` (n, Q), read at
     the two quantile probabilities ``probs``."""
     n, width = values.shape
     infinite = np.isposinf(values)
     finite, shift = _on_grid(np.where(infinite, 0.0, values))
-    counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
     pos = _Positions.of(resamples, probs)
     bounds = np.empty((2, width))
     finite_t = np.ascontiguousarray(finite.T)  # (quantities, n): a chunk is a block of rows
+    if not fits_whole(n, resamples, counts_bytes):
+        _bounds_in_blocks(finite_t, infinite, shift, bounds, pos, resamples=resamples, seed=seed,
+                          counts_bytes=counts_bytes)  # fmt: skip
+        return bounds
+    counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
     # Chunks of quantities small enough that a chunk's resample means stay in cache while the
     # quantiles read them several times (a chunk, not a quantity, per iteration). Each worker
     # allocates its buffers once: fresh large arrays per chunk cost more in page faults than
@@ -260,6 +301,41 @@ def _bounds(
     return bounds
 
 
+def _bounds_in_blocks(
+    finite_t: FloatArray,
+    infinite: BoolArray,
+    shift: npt.NDArray[np.int64],
+    bounds: FloatArray,
+    pos: _Positions,
+    *,
+    resamples: int,
+    seed: int,
+    counts_bytes: int,
+) -> None:
+    """``_bounds`` when the count matrix is too large to hold: for each block of quantities
+    whose resample sums fit in ``counts_bytes``, the counts are drawn again block by block and
+    each block's sums go to their columns. The sums are exact integers (``_on_grid``), so they
+    are the same bits as the single product's."""
+    width, n = finite_t.shape
+    step = max(1, counts_bytes // (8 * resamples))
+    stat_buffer = np.empty((min(step, width), resamples))
+    band = np.empty(stat_buffer.shape, dtype=bool)
+    for start in range(0, width, step):
+        rows = slice(start, min(start + step, width))
+        stat_t = stat_buffer[: rows.stop - rows.start]
+        blocks = resample_count_blocks(n, resamples=resamples, seed=seed, max_bytes=counts_bytes)
+        for block, counts in blocks:
+            sums = stat_t[:, block]
+            sums[...] = finite_t[rows] @ counts.T
+            if infinite[:, rows].any():
+                sums[(infinite[:, rows].T.astype(np.float64) @ counts.T) > 0] = np.inf
+        below, above = _order_statistics(stat_t, pos, band)
+        for k in range(2):
+            low_end = _from_grid(below[k], n, shift[rows])
+            high_end = _from_grid(above[k], n, shift[rows])
+            bounds[k, rows] = _lerp(low_end, high_end, float(pos.weight[k]))
+
+
 def in_workers(starts: range, work: Callable[[range], None]) -> None:
     """``work(share)`` on each worker's share of the chunks that begin at ``starts``: two
     threads, each with one BLAS thread (BLAS's own threads would fight the workers for the
@@ -284,6 +360,7 @@ def paired_intervals(
     confidence: float,
     probabilities: tuple[float, float] | None = None,
     chunk_bytes: int = 2 << 20,
+    counts_bytes: int = COUNTS_BYTES,
 ) -> Intervals:
     """contract §4.2 for every column of ``x`` (n pairs ordered by repetition, Q quantities).
 
@@ -304,7 +381,8 @@ def paired_intervals(
         alpha = (1.0 - confidence) / 2.0
         probabilities = (alpha, 1.0 - alpha)
     bounds = _bounds(distinct, resamples=resamples, seed=seed, probs=np.array(probabilities),
-                     chunk_bytes=chunk_bytes)[:, inverse.ravel()]  # fmt: skip
+                     chunk_bytes=chunk_bytes, counts_bytes=counts_bytes)  # fmt: skip
+    bounds = bounds[:, inverse.ravel()]
     with np.errstate(over="ignore"):
         return Intervals(
             estimate=np.exp(mean_in_order(values)),

@@ -25,7 +25,15 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.assess.bootstrap import in_workers, linear_quantiles, order_positions, resample_counts
+from pipeline.assess.bootstrap import (
+    COUNTS_BYTES,
+    fits_whole,
+    in_workers,
+    linear_quantiles,
+    order_positions,
+    resample_count_blocks,
+    resample_counts,
+)
 from pipeline.assess.quantities import (
     ATTEMPT,
     INTERVAL_POLICY,
@@ -158,6 +166,7 @@ def fraction_bounds(
     resamples: int,
     seed: int,
     confidence: float,
+    counts_bytes: int = COUNTS_BYTES,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """For D and T of shape (n, A), pairs by repetition: low, high of D*/T* and whether the T*
     interval contains 0 (then low and high are NaN). Quantiles are numpy's linear ones, read
@@ -166,9 +175,16 @@ def fraction_bounds(
     The resample means are the matrix products of blocks of ``_CHUNK_VALUES`` as they always
     were: a product's last bit may depend on the block's shape and on BLAS's threads, so
     these stay as they are. Their quantiles are read in cache-sized pieces by the bootstrap's
-    workers (exact order statistics: the same values in any piece)."""
+    workers (exact order statistics: the same values in any piece). When the count matrix is
+    too large to hold (bootstrap.COUNTS_BYTES), each block of attempts draws it again in blocks
+    of resamples: memory stays bounded whatever n is."""
     n, width = d.shape
-    counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
+    whole = fits_whole(n, resamples, counts_bytes)
+    counts_t = (
+        np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
+        if whole
+        else None
+    )
     alpha = 1.0 - confidence
     probs = np.array([alpha / 2, 1 - alpha / 2])
     low, high = np.full(width, np.nan), np.full(width, np.nan)
@@ -180,8 +196,15 @@ def fraction_bounds(
     for start in range(0, width, step):
         cols = slice(start, min(start + step, width))
         d_star, t_star = d_buffer[: cols.stop - start], t_buffer[: cols.stop - start]
-        np.divide(np.matmul(d[:, cols].T, counts_t, out=d_star), n, out=d_star)
-        np.divide(np.matmul(t[:, cols].T, counts_t, out=t_star), n, out=t_star)
+        if counts_t is not None:
+            np.divide(np.matmul(d[:, cols].T, counts_t, out=d_star), n, out=d_star)
+            np.divide(np.matmul(t[:, cols].T, counts_t, out=t_star), n, out=t_star)
+        else:
+            blocks = resample_count_blocks(n, resamples=resamples, seed=seed,
+                                           max_bytes=counts_bytes)  # fmt: skip
+            for block, counts in blocks:
+                d_star[:, block] = (d[:, cols].T @ counts.T) / n
+                t_star[:, block] = (t[:, cols].T @ counts.T) / n
         flat = interval_contains_zero(t_star, probs)
         unchanged[cols] = flat
         due = np.flatnonzero(~flat)

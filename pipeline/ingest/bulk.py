@@ -33,7 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import chain, compress, repeat
+from itertools import chain, compress, pairwise, repeat
 from operator import attrgetter, is_not
 from typing import Any
 
@@ -549,22 +549,54 @@ def _shape(line: bytes) -> _Shape | None:
 
 def _probes(keys: list[bytes]) -> list[int]:
     """Offsets into a key (the last byte for a shorter key) whose bytes, with its length, tell
-    apart every distinct key of ``keys``: a few where the names differ early, every offset of
-    the longest key at worst. Every key a line of the shape writes is one of ``keys`` (the
-    reader refuses any other), so equal lengths and equal bytes there mean equal keys."""
+    apart every distinct key of ``keys``: a few where the names differ early. Every key a line
+    of the shape writes is one of ``keys`` (the reader refuses any other), so equal lengths and
+    equal bytes there mean equal keys.
+
+    Only the offsets where two neighbours of a length differ in sorted order are candidates:
+    together they tell apart every two keys of a length (between two keys, the first byte that
+    differs is the smallest of their neighbours' along the way), and keys of other lengths differ
+    by length. So the greedy choice below looks at fewer offsets than there are keys, and the
+    cost is linear in the keys' total length however long one of them is."""
     distinct = sorted(set(keys))
-    longest = max(map(len, distinct), default=0)
+    candidates = _split_offsets(distinct)
 
     def classes(offsets: list[int]) -> int:
         return len({(len(k), *(k[min(o, len(k) - 1)] for o in offsets)) for k in distinct})
 
     offsets: list[int] = []
-    while classes(offsets) < len(distinct):
-        best = max(range(longest), key=lambda o: classes([*offsets, o]))
-        if classes([*offsets, best]) == classes(offsets):  # cannot happen; be exhaustive
-            return list(range(longest))
+    if len(candidates) * len(distinct) > _GREEDY_WORK:  # many names: every candidate
+        return candidates
+    while (have := classes(offsets)) < len(distinct):
+        best = max(candidates, key=lambda o: classes([*offsets, o]))
+        if classes([*offsets, best]) == have:  # cannot happen (see above); be exhaustive
+            return candidates
         offsets.append(best)
     return offsets
+
+
+_GREEDY_WORK = 1 << 16
+"""Above this many (candidate, key) pairs the greedy search costs more than it saves."""
+
+
+def _split_offsets(distinct: list[bytes]) -> list[int]:
+    """The first offset at which each key differs from the next one of its length (sorted)."""
+    by_length: dict[int, list[bytes]] = {}
+    for key in distinct:  # sorted, so each length's keys stay sorted
+        by_length.setdefault(len(key), []).append(key)
+    found: set[int] = set()
+    for same in by_length.values():
+        for a, b in pairwise(same):
+            found.add(_first_difference(a, b))
+    return sorted(found)
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    """The first offset where two distinct keys of one length differ (vectorized: linear)."""
+    if len(a) <= 64:
+        return next(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    left, right = np.frombuffer(a, np.uint8), np.frombuffer(b, np.uint8)
+    return int(np.argmax(left != right))
 
 
 def _first_line(body: bytes) -> bytes:

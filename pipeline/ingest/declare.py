@@ -83,6 +83,11 @@ ID_FIELDS = ("campaign_id", "attempt_id")
 """The identifier fields; each must match the one id pattern and equal its folder's name."""
 ID_PATTERN = re.compile(_unanchored(spec("campaign", "campaign_id")["pattern"]))
 """Identifiers (contract §2); also the only names recorded folders may take."""
+MAX_NAME_LENGTH: int = spec("measurement", "counters")["propertyNames"]["maxLength"]
+"""Longest step, region or counter name, in characters (``maxLength`` in the schemas: every name
+of a step, region or counter there carries it, tests/test_contracts.py holds them equal). Longer
+than any demangled kernel name profilers print (templated CUDA kernels reach one to two
+thousand), short enough that a name cannot carry megabytes into every table and message."""
 Side = Literal["baseline", "candidate"]
 """The sides of a run, written out for type checkers (a test holds them equal to the schema's)."""
 SIDES: tuple[Side, Side] = cast("tuple[Side, Side]", choices("measurement", "side"))
@@ -114,6 +119,7 @@ def _meta(node: dict[str, Any]) -> dict[str, Any]:
     found = {
         "pattern": node.get("pattern"),
         "min_length": node.get("minLength", node.get("minItems")),
+        "max_length": node.get("maxLength"),
         "ge": node.get("minimum"),
         "le": node.get("maximum"),
         "gt": node.get("exclusiveMinimum"),
@@ -140,8 +146,10 @@ def _msgspec_type(node: dict[str, Any], name: str) -> Any:
         return _struct(node, name)
     if kind == "object":
         key: Any = str
-        if node.get("propertyNames", {}).get("minLength"):
-            key = Annotated[str, msgspec.Meta(min_length=node["propertyNames"]["minLength"])]
+        names = node.get("propertyNames", {})
+        if names:
+            key = Annotated[str, msgspec.Meta(min_length=names.get("minLength"),
+                                              max_length=names.get("maxLength"))]  # fmt: skip
         base = dict.__class_getitem__((key, _msgspec_type(node["additionalProperties"], name)))
     elif kind == "array":
         base = list.__class_getitem__(_msgspec_type(node["items"], name))

@@ -39,6 +39,7 @@ from pipeline.contracts import document_schema
 from pipeline.ingest.declare import (
     ID_FIELDS,
     ID_PATTERN,
+    MAX_NAME_LENGTH,
     RUN_STATUSES,
     SIDES,
     DocumentKind,
@@ -58,6 +59,10 @@ MAX_DOCUMENT_BYTES = 16 * MiB
 """Largest campaign.json, attempt.json or mechanism.json read."""
 MAX_MEASUREMENTS_BYTES = 256 * MiB
 """Largest measurements.jsonl read (about a million runs with a small breakdown each)."""
+MAX_ISSUES_PER_FILE = 100
+"""Errors listed per file: the first ones, then one `too_many_errors` line with how many lines
+were left unchecked. A file of a million bad lines would otherwise cost minutes, a gigabyte and
+hundreds of megabytes of output, to say what its first lines already say."""
 
 JsonPath = tuple[str | int, ...]
 
@@ -381,6 +386,10 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
     elif keyword == "pattern":
         code = "bad_id" if path and path[-1] in ID_FIELDS else "bad_format"
         yield path, code, f"must match {expected}, got {describe(got)}"
+    elif keyword == "maxLength":
+        where = "has a name" if "propertyNames" in error.absolute_schema_path else "is a name"
+        yield path, "too_long", (f"{where} of {len(got)} characters, more than the limit of "
+                                 f"{expected} ({describe(got)})")  # fmt: skip
     elif "propertyNames" in error.absolute_schema_path:
         yield path, "empty", "has an empty name (steps, regions and counters need one)"
     elif keyword in ("minLength", "minItems"):
@@ -486,17 +495,22 @@ def _plain_number(value: Any) -> bool:
     return kind is int and 0 <= value <= sys.float_info.max
 
 
+def _plain_names(names: Any) -> bool:
+    """No name empty or longer than MAX_NAME_LENGTH."""
+    return "" not in names and max(map(len, names), default=0) <= MAX_NAME_LENGTH
+
+
 def _plain_numbers(values: Any) -> bool:
     return (
         type(values) is _Object
         and not values.repeated
-        and "" not in values
+        and _plain_names(values)
         and all(map(_plain_number, values.values()))
     )
 
 
 def _plain_breakdown(breakdown: Any) -> bool:
-    if type(breakdown) is not _Object or breakdown.repeated or "" in breakdown:
+    if type(breakdown) is not _Object or breakdown.repeated or not _plain_names(breakdown):
         return False
     values = list(breakdown.values())
     return all(map(_plain_number, values)) or all(map(_plain_numbers, values))
@@ -714,9 +728,12 @@ def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, li
         return None, issues
     parsed: list[Run] = []
     # split on "\n" only: str.splitlines would also split at U+2028 inside a JSON string
-    for number, raw in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
+        if len(issues) >= MAX_ISSUES_PER_FILE:
+            return None, _capped(path, issues, number, lines)
         try:
             doc = parse_json(raw)
         except TooDeep as exc:
@@ -732,8 +749,24 @@ def validate_measurements(path: Path, body: bytes) -> tuple[list[Run] | None, li
         parsed.append(Run(number, doc))
     issues += _duplicate_runs(path, parsed)
     if issues:
-        return None, sorted(issues, key=lambda issue: issue.line or 0)
+        issues = sorted(issues, key=lambda issue: issue.line or 0)
+        return None, _capped(path, issues, None, lines)
     return parsed, []
+
+
+def _capped(path: Path, issues: list[Issue], stopped: int | None, lines: list[str]) -> list[Issue]:
+    """The first MAX_ISSUES_PER_FILE issues, then (when more were found, or checking stopped at
+    line ``stopped``) one line saying so and how many non-blank lines were not checked."""
+    if len(issues) <= MAX_ISSUES_PER_FILE and stopped is None:
+        return issues
+    unchecked = 0 if stopped is None else sum(1 for raw in lines[stopped - 1 :] if raw.strip())
+    more = len(issues) - MAX_ISSUES_PER_FILE
+    said = [f"{more} more error(s) not listed"] if more > 0 else []
+    if unchecked:
+        said.append(f"{unchecked} line(s) from line {stopped} on not checked")
+    message = (f"stopped after {MAX_ISSUES_PER_FILE} errors: " + "; ".join(said)
+               + " (the attempt is rejected; fix these and ingest again)")  # fmt: skip
+    return [*issues[:MAX_ISSUES_PER_FILE], Issue(str(path), None, "", "too_many_errors", message)]
 
 
 def _run_key(doc: Any) -> tuple[str, int] | None:
