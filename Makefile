@@ -27,6 +27,7 @@ test: $(BIN)/explain-pipeline
 bench: $(BIN)/explain-pipeline
 	$(BIN)/python -m compileall -q pipeline  # as an installed package is: no compiling per run
 	$(BIN)/python benchmarks/bench_assess.py --with-ingest
+	$(BIN)/python benchmarks/bench_record.py
 
 clean:
 	rm -rf $(VENV) $(STORE) .pytest_cache

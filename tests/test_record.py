@@ -351,6 +351,28 @@ def test_interrupted_round_is_an_aborted_attempt_that_ingest_accepts(
     assert (row["verdict"], row["reason"]) == ("INCONCLUSIVE", "attempt_aborted")
 
 
+def test_a_round_killed_at_any_moment_leaves_whole_lines(campaign: Path, tmp_path: Path) -> None:
+    """SIGKILL (nothing can be cleaned up) while runs of `true` follow each other as fast as the
+    recorder can write their lines: the file holds whole lines only, and ingest accepts it."""
+    for attempt, delay in enumerate((0.0, 0.004, 0.03)):
+        args = round_args(campaign, "true", "true", "-n", "100000", "--attempt-id", f"k{attempt}")
+        process = subprocess.Popen([str(CLI), *args], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        measurements = campaign / f"k{attempt}" / "measurements.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (
+            not measurements.exists() or not measurements.stat().st_size
+        ):
+            time.sleep(0.001)
+        time.sleep(delay)
+        process.kill()
+        process.wait(timeout=60)
+        body = measurements.read_bytes()
+        assert body.endswith(b"\n") and all(json.loads(x) for x in body.splitlines())
+    report = ingest(campaign, Store(tmp_path / "store"))
+    assert report.issues == [] and report.attempts["outcome"].to_list() == ["ingested"] * 3
+
+
 # -- refusals before anything runs ----------------------------------------------------------
 def test_benchmark_campaign_refuses_a_mechanism(
     tmp_path: Path, mechanism: Path, capsys: pytest.CaptureFixture[str]

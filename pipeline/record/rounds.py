@@ -4,11 +4,11 @@ The attempt folder is assembled under a hidden name and renamed into place whole
 holding ``attempt.json`` with status ``aborted``, an empty ``measurements.jsonl`` and, when one
 is declared, ``mechanism.json`` with its digest and ``declared_at``: from the first moment it is
 visible, the attempt is well formed and the declaration precedes every candidate run. After each
-run the measurements file is rewritten whole, atomically; at the end attempt.json becomes
-``completed`` (or ``failed`` when no repetition has an ok run on both sides, or when the round
-stopped early because one side kept failing: see GIVE_UP_AFTER). An interrupted
-round (Ctrl-C, SIGTERM, or a kill that cannot be caught) therefore leaves an ``aborted`` attempt
-that ingest accepts, holding the runs finished so far.
+run its line is appended to the measurements file in one write (never a part of a line); at the
+end attempt.json becomes ``completed`` (or ``failed`` when no repetition has an ok run on both
+sides, or when the round stopped early because one side kept failing: see GIVE_UP_AFTER). An
+interrupted round (Ctrl-C, SIGTERM, or a kill that cannot be caught) therefore leaves an
+``aborted`` attempt that ingest accepts, holding the runs finished so far.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from pipeline.atomic import dump_json, dump_lines, write_atomic
+from pipeline.atomic import LineAppender, dump_json, write_atomic
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingest.validate import (
     ATTEMPT_FILE,
@@ -344,13 +344,16 @@ def _execute_runs(
     watch: _Watch,
 ) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
-    counter = iter(range(10**6))
-    with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
+    folder = scratch / "run"
+    with (
+        (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log,
+        LineAppender(attempt.folder / MEASUREMENTS_FILE) as measurements,
+    ):
         _header(log, request, attempt, settings)
         for side in warmup_sides(request.warmup):
             if side == "candidate":
                 attempt.candidate_starts()
-            result = execute(settings, side, -1, scratch / f"run-{next(counter):06d}")
+            result = execute(settings, side, -1, folder)
             _log_run(log, "warm-up", side, result)
             watch.saw("warm-up", side, result)
             bar.update(1)
@@ -360,10 +363,9 @@ def _execute_runs(
                 break
             if slot.side == "candidate":
                 attempt.candidate_starts()
-            result = execute(settings, slot.side, slot.repetition,
-                             scratch / f"run-{next(counter):06d}")  # fmt: skip
+            result = execute(settings, slot.side, slot.repetition, folder)
             lines.append(result.line(slot.side, slot.repetition, slot.order))
-            write_atomic(attempt.folder / MEASUREMENTS_FILE, dump_lines(lines))
+            measurements.append(lines[-1])
             _log_run(log, f"repetition {slot.repetition}", slot.side, result,
                      f"order {slot.order}  ")  # fmt: skip
             watch.saw(f"repetition {slot.repetition}", slot.side, result)
