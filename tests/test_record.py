@@ -445,12 +445,23 @@ def test_ab_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     code, out, err = run_main(["ab", slow, fast, "-n", "6", "--warmup", "0"], capsys)
     assert (code, err) == (0, ""), out
     assert f"A (baseline):  {slow}\nB (candidate): {fast}\n" in out
-    assert "verdict: PASS (decision paired, gate 1 %" in out
+    assert "verdict: PASS (decided by the paired rule, interval student_t, gate 1 %" in out
     code, out, _ = run_main(["ab", fast, slow, "-n", "6", "--warmup", "0", "--keep",
                              str(tmp_path / "kept")], capsys)  # fmt: skip
     assert code == 5
     assert "verdict: FAIL (regressed)" in out
     assert (tmp_path / "kept" / "r001" / "measurements.jsonl").is_file()
+    policy = json.loads((tmp_path / "kept" / "campaign.json").read_text())["policy"]
+    assert policy["interval"] == "student_t"  # ab's default; campaign start's stays percentile
+
+
+def test_ab_interval_option_and_median_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    slow, fast = workload("work=300000"), workload("work=20000")
+    args = ["ab", slow, fast, "-n", "6", "--warmup", "0"]
+    code, out, _ = run_main([*args, "--interval", "percentile"], capsys)
+    assert code == 0 and "(decided by the paired rule, interval percentile, gate" in out
+    code, out, _ = run_main([*args, "--decision", "median"], capsys)
+    assert code == 0 and "(decided by the median rule, gate" in out
 
 
 

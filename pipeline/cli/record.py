@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from pipeline.record.rounds import RoundResult
     from pipeline.record.runner import TraceOptions
 
+AB_INTERVAL = "student_t"
+"""ab's interval: the calibrated method (docs/calibration.md). Only ab's throw-away campaign
+uses it; `campaign start` keeps percentile, the contract's default, so digests stay as they were."""
+
 
 def policy_range(key: str) -> Any:
     """The click range of policy field ``key`` (campaign.schema.json's bounds)."""
@@ -377,6 +381,13 @@ def render_round(result: RoundResult) -> str:
     help="A PASS also needs the --mechanism-file confirmed.",
 )
 @click.option(
+    "--interval",
+    type=declared_choice("campaign", "policy", "interval"),
+    default=AB_INTERVAL,
+    show_default=True,
+    help="Interval method (student_t: the calibrated one, docs/calibration.md).",
+)
+@click.option(
     "--min-improvement-pct",
     type=policy_range("min_improvement_pct"),
     default=1.0,
@@ -403,14 +414,17 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
                mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
                trace: str | None, step_pattern: str | None, region_pattern: str | None,
                renames: tuple[str, ...], decision: str, require_explanation: bool,
-               min_improvement_pct: float, metric: str, better: str, keep: Path | None,
-               measure: MeasureOptions, fmt: str, junit: Path | None) -> int:  # fmt: skip
+               interval: str, min_improvement_pct: float, metric: str, better: str,
+               keep: Path | None, measure: MeasureOptions, fmt: str,
+               junit: Path | None) -> int:  # fmt: skip
     """Is B better than A? One round of both commands in a throw-away campaign, then the
     verdict, the paired interval, the order effect and the explanation. Exit 0 when the
     verdict is PASS, 5 when it is not: usable as a CI gate.
 
-    The paired rule decides by default: the median rule passes identical code too often
-    to gate anything. Each run is measured as in `round` (see docs/record.md).
+    The paired rule with the Student-t interval decides by default: the median rule passes
+    identical code too often to gate anything, and student_t is the interval whose error rate
+    calibration found nearest its nominal 2.5% (docs/calibration.md). Each run is measured as
+    in `round` (see docs/record.md).
 
     \b
     Example:
@@ -425,7 +439,7 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
     from pipeline.record.campaign import ab
 
     policy = {"decision": decision, "require_explanation": require_explanation,
-              "min_improvement_pct": min_improvement_pct}  # fmt: skip
+              "min_improvement_pct": min_improvement_pct, "interval": interval}  # fmt: skip
     result = ab(
         command_a, command_b, repetitions=repetitions, warmup=warmup,
         mechanism_file=mechanism_file, policy=policy, metric=metric, better=better,
@@ -485,6 +499,18 @@ def _quantities(result: AbResult) -> list[str]:
     return lines
 
 
+def decided_by(result: AbResult) -> str:
+    """The rule that gave the verdict: the median rule, or the paired rule with the interval
+    method its metric row actually used (student_t falls back to expanded_percentile when a
+    pair has a vanished candidate; the row says so)."""
+    if result.policy["decision"] == "median":
+        return "the median rule"
+    comparisons = result.final.assess.comparisons
+    metric = comparisons.filter(comparisons["quantity"] == "metric")
+    used = metric["method"][0] if metric.height else None
+    return f"the paired rule, interval {used or result.policy['interval']}"
+
+
 def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
     row = result.row
     recorded = result.round
@@ -506,7 +532,7 @@ def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
     out.append(f"explanation: {row['explanation']}")
     out += _quantities(result)
     gate = result.policy["min_improvement_pct"]
-    out.append(f"verdict: {_verdict(row)} (decision {row['decision']}, gate {gate:g} %, "
+    out.append(f"verdict: {_verdict(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
                f"require_explanation {_value(row['require_explanation'])})")  # fmt: skip
     if result.kept is not None:
         out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
