@@ -5,6 +5,7 @@ pytest-benchmark suite (docs/suites.md)."""
 from __future__ import annotations
 
 import json
+import resource
 import shlex
 import shutil
 import sys
@@ -18,7 +19,7 @@ from pipeline.record.measure import MeasureOptions, rusage_counters
 from pipeline.record.order import SIDES
 from pipeline.record.runner import run_environment
 
-RUSAGE = sorted(rusage_counters(__import__("resource").getrusage(0)))
+RUSAGE = sorted(rusage_counters(resource.getrusage(resource.RUSAGE_SELF)))
 BUSY = "import os; sum(i * i for i in range(int(os.environ.get('N', '300000'))))"
 SUITE = """
 def work(n):
@@ -156,6 +157,7 @@ def test_measure_failures_are_failed_runs_with_a_reason(
                      "--measure", "gbench", quiet=False)  # fmt: skip
     assert [x["status"] for x in lines] == ["failed", "failed"]
     log = (tmp_path / "kept" / "r001" / "runs.log").read_text()
+    assert "  measured by gbench results (metric sum), rusage counters\n" in log
     assert "failed: wrote no results file at $EXPLAIN_RESULTS" in log
     assert "failed: gbench results: " in log and "results.json:1: expected JSON" in log
 

@@ -37,14 +37,14 @@ from pipeline.importers.common import TIME_UNITS, fail, quoted, read_input
 
 STEP = "all"  # a flat breakdown is the one step "all" (contract §2.4)
 COUNTER_SEPARATOR = ":"  # counter "BENCHMARK:NAME"
-WHAT = {
-    "pytest-benchmark": 'pytest-benchmark JSON (--benchmark-json): an object with a "benchmarks" '
-    'list of objects with "fullname" and "stats"',
-    "gbench": 'Google Benchmark JSON (--benchmark_out_format=json): an object with "context" and '
-    'a "benchmarks" list of objects with "name", "real_time" and "time_unit"',
-    "pyperf": 'pyperf JSON (-o FILE): an object with "version" and a "benchmarks" list of objects '
-    'with "runs"',
-}
+WHAT = dict(zip(SUITE_FORMATS, (  # what each format's file is, for error messages
+    'pytest-benchmark JSON (--benchmark-json): an object with a "benchmarks" list of objects '
+    'with "fullname" and "stats"',
+    'Google Benchmark JSON (--benchmark_out_format=json): an object with "context" and a '
+    '"benchmarks" list of objects with "name", "real_time" and "time_unit"',
+    'pyperf JSON (-o FILE): an object with "version" and a "benchmarks" list of objects with '
+    '"runs"',
+), strict=True))  # fmt: skip
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 

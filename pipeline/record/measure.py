@@ -90,6 +90,14 @@ def check_options(
         raise UsageError("--counters instructions runs every run under valgrind: not installed")
 
 
+def describe(options: MeasureOptions) -> str:
+    """How the runs are measured, for runs.log: ``pytest-benchmark results (metric sum), rusage
+    counters, instructions``."""
+    what = (f"{options.suite} results (metric {options.suite_metric})" if options.suite
+            else f"the command's file or its {options.metric_source} time")  # fmt: skip
+    return ", ".join([what, "rusage counters", *options.counters])
+
+
 # -- the command ------------------------------------------------------------------------------
 def command(words: Sequence[str], options: MeasureOptions, folder: Path) -> list[str]:
     """The words of one run: ``{results}`` replaced by the run's results path; under valgrind

@@ -43,7 +43,7 @@ from pipeline.ingest.validate import (
 )
 from pipeline.policy import policy_sha256
 from pipeline.record import DEFAULT_TIMEOUT, environment
-from pipeline.record.measure import MeasureOptions, check_options
+from pipeline.record.measure import MeasureOptions, check_options, describe
 from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
 from pipeline.record.runner import (
     RunResult,
@@ -284,6 +284,7 @@ def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: Run
         f"  candidate {request.candidate}: {request.candidate_cmd}\n"
         f"  repetitions {request.repetitions}, warm-up {request.warmup} per side, order seed "
         f"{doc['order_seed']}, timeout {_seconds(request.timeout)}, cwd {settings.cwd}\n"
+        f"  measured by {describe(request.measure)}\n"
     )
     log.flush()
 
