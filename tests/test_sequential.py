@@ -121,20 +121,25 @@ def test_peeking_at_sequential_t_keeps_its_error_rates(spread: float) -> None:
 def reference_power(
     n: int, mean: float, sd: float, gate: float, plan: tuple[int, int, int]
 ) -> float:
+    """Predictive power written out: the unknown mean ~ Normal(mean, sd^2/n) after n pairs, the
+    mean of the N - n pairs to come ~ Normal(that, sd^2/(N - n)), the final mean their blend."""
     c = sequential.boundary(*plan, 0.95)
     big_n = plan[2]
     target = math.log(gate) + c * sd / math.sqrt(big_n)
-    # the final mean: n pairs seen, N - n to come with the same mean and spread
-    spread = math.sqrt(big_n - n) * sd / big_n
+    w = (big_n - n) / big_n  # weight of the pairs to come in the final mean
+    spread = math.sqrt(w**2 * (sd**2 / (big_n - n) + sd**2 / n))
     return float(stats.norm.sf(target, loc=mean, scale=spread))
 
 
 @pytest.mark.parametrize(("n", "mean", "sd"), [(6, 0.0, 0.04), (10, 0.03, 0.04), (20, 0.012, 0.05)])
-def test_conditional_power_against_the_normal_formula(n: int, mean: float, sd: float) -> None:
+def test_predictive_power_against_the_normal_formula(n: int, mean: float, sd: float) -> None:
     plan = (6, 2, 40)
-    got = sequential.conditional_power(n, mean, sd, gate=1.01, first_look=6, look_every=2,
-                                       max_pairs=40, confidence=0.95)  # fmt: skip
+    got = sequential.predictive_power(n, mean, sd, gate=1.01, first_look=6, look_every=2,
+                                      max_pairs=40, confidence=0.95)  # fmt: skip
     assert got == pytest.approx(reference_power(n, mean, sd, 1.01, plan), rel=1e-9, abs=1e-15)
+    many = sequential.predictive_powers([n, n], [mean, mean], [sd, sd], gate=1.01, first_look=6,
+                                        look_every=2, max_pairs=40, confidence=0.95)  # fmt: skip
+    assert list(many) == [got, got]
 
 
 def test_futility_stops_hopeless_rounds_only() -> None:
@@ -147,4 +152,4 @@ def test_futility_stops_hopeless_rounds_only() -> None:
     assert not sequential.futile(10, 0.02, 0.0, **kw)
     # a gate below 1 is no easier than 1: PASS also needs low > 1
     low_gate = {**kw, "gate": 0.5}
-    assert sequential.conditional_power(6, 0.0, 0.04, **low_gate) < 0.5
+    assert sequential.predictive_power(6, 0.0, 0.04, **low_gate) < 0.5

@@ -26,8 +26,12 @@ import math
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from pipeline.ingest.declare import bounds
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 METHOD = "sequential_t"
 SIMULATIONS = 100_000
@@ -39,18 +43,20 @@ DECIMALS = 6
 the digit (their quantiles differ in the last bits only)."""
 _CHUNK = 10_000  # simulated sequences per block: bounds memory; the draws are the same
 FUTILITY_POWER = 0.05
-"""A round whose conditional power of ever reaching the gate is below this stops (futility)."""
+"""A round whose predictive power of reaching the gate by ``max_pairs`` is below this stops
+(futility)."""
 
 PEEKING_FALSE_PASS: dict[str, float] = {
-    "percentile": 0.1585,
-    "expanded_percentile": 0.1175,
-    "student_t": 0.1065,
+    "percentile": 0.176,
+    "expanded_percentile": 0.112,
+    "student_t": 0.107,
 }
 """False-PASS rate of peeking at a fixed-n interval method: looking after every block of 2 pairs
 from 6 to 40 pairs and stopping at the first PASS, when the true gain equals the gate (the
-worst case: a smaller true gain passes less often; gate 1%, calibrate's default log-normal
-model, per-pair spread 0.043). A quick measurement (2,000 simulated
-sequences, sequential_t: 2.25%), to be replaced by calibrate's sequential study."""
+worst case: a smaller true gain passes less often), in calibrate's default log-normal model
+(gate 1%). From ``explain-pipeline calibrate --sequential`` (2,000 attempts; the table is in
+docs/calibration.md, and tests/test_sequential_study.py holds these figures to it). The same
+run gave ``sequential_t`` 2.4%."""
 
 
 def schedule(first_look: int, look_every: int, max_pairs: int) -> tuple[int, ...]:
@@ -98,38 +104,63 @@ def boundary(first_look: int, look_every: int, max_pairs: int, confidence: float
     return round(float(np.quantile(largest, confidence, method="linear")), DECIMALS)
 
 
-def conditional_power(
+def predictive_powers(
+    n: npt.ArrayLike, mean: npt.ArrayLike, sd: npt.ArrayLike, *, gate: float, first_look: int,
+    look_every: int, max_pairs: int, confidence: float,
+) -> FloatArray:  # fmt: skip
+    """The predictive power (Spiegelhalter, Freedman & Blackburn 1986): the chance that the
+    interval at ``max_pairs`` reaches the gate, given the ``n`` pairs seen, when the true mean
+    is as uncertain as they say. With ``c = boundary(...)``, ``N = max_pairs`` and
+    ``b = ln(max(gate, 1)) + c * sd / sqrt(N)`` (the final mean that puts ``low`` on the gate,
+    ``sd`` taken as known), the final mean ``(n * mean + (N - n) * future) / N``, with the
+    future pairs' mean ``~ Normal(theta, sd^2 / (N - n))`` and ``theta ~ Normal(mean, sd^2 / n)``,
+    is ``Normal(mean, sd^2 * (N - n) / (N * n))``; so the chance is
+    ``Phi((mean - b) / (sd * sqrt((N - n) / (N * n))))``; ``sd = 0`` or ``n >= N``: 1 if
+    ``mean >= b`` else 0. ``mean`` and ``sd`` (ddof 1) are those of the metric's log-ratios at
+    ``n`` pairs (arrays of one shape, or scalars); ``gate`` is ``1 + min_improvement_pct / 100``.
+
+    Unlike the conditional power under the current estimate (``theta = mean``), it does not
+    take a noisy early mean at its word: in calibrate's model, with conditional power below 5%
+    as the rule 91.6% of rounds with a true gain of 5x the gate passed; with predictive power,
+    98.2% (docs/calibration.md)."""
+    from scipy.special import ndtr
+
+    c = boundary(first_look, look_every, max_pairs, confidence)
+    n_, mean_, sd_ = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (n, mean, sd)))
+    target = math.log(max(gate, 1.0)) + c * sd_ / math.sqrt(max_pairs)
+    left = max_pairs - n_
+    certain = (left <= 0) | (sd_ == 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (mean_ - target) / (sd_ * np.sqrt(np.maximum(left, 0.0) / (max_pairs * n_)))
+    return np.where(certain, (mean_ >= target).astype(np.float64), ndtr(z))
+
+
+def predictive_power(
     n: int, mean: float, sd: float, *, gate: float, first_look: int, look_every: int,
     max_pairs: int, confidence: float,
 ) -> float:  # fmt: skip
-    """The chance that the interval at ``max_pairs`` reaches the gate, if the pairs still to
-    come have the mean and spread measured so far: with ``c = boundary(...)``, ``N = max_pairs``
-    and ``b = ln(max(gate, 1)) + c * sd / sqrt(N)`` (the final mean that puts ``low`` on the
-    gate, ``sd`` taken as known), the final mean is ``(n * mean + (N - n) * future) / N`` with
-    ``future ~ Normal(mean, sd^2 / (N - n))``, so the chance is
-    ``Phi((mean - b) * N / (sd * sqrt(N - n)))``; ``sd = 0``: 1 if ``mean >= b`` else 0.
-    ``mean`` and ``sd`` (ddof 1) are those of the metric's log-ratios; ``gate`` is the ratio
-    ``1 + min_improvement_pct / 100``."""
-    c = boundary(first_look, look_every, max_pairs, confidence)
-    target = math.log(max(gate, 1.0)) + c * sd / math.sqrt(max_pairs)
-    left = max_pairs - n
-    if left <= 0 or sd == 0:
-        return 1.0 if mean >= target else 0.0
-    z = (mean - target) * max_pairs / (sd * math.sqrt(left))
-    return 0.5 * math.erfc(-z / math.sqrt(2.0))
+    """``predictive_powers`` of one look."""
+    return float(predictive_powers(n, mean, sd, gate=gate, first_look=first_look,
+                                   look_every=look_every, max_pairs=max_pairs,
+                                   confidence=confidence))  # fmt: skip
+
+
+def futile_mask(
+    n: npt.ArrayLike, mean: npt.ArrayLike, sd: npt.ArrayLike, *, gate: float, first_look: int,
+    look_every: int, max_pairs: int, confidence: float,
+) -> BoolArray:  # fmt: skip
+    """The futility rule for many looks at once: the predictive power (``predictive_powers``)
+    is below ``FUTILITY_POWER``; false at or past ``max_pairs`` (the round stops there anyway,
+    as ``max``). It never stops a round with a PASS, so it cannot raise the false-PASS rate."""
+    power = predictive_powers(n, mean, sd, gate=gate, first_look=first_look,
+                               look_every=look_every, max_pairs=max_pairs, confidence=confidence)
+    return (np.asarray(n) < max_pairs) & (power < FUTILITY_POWER)  # fmt: skip
 
 
 def futile(
     n: int, mean: float, sd: float, *, gate: float, first_look: int, look_every: int,
     max_pairs: int, confidence: float,
 ) -> bool:  # fmt: skip
-    """Stop without PASS: the conditional power (``conditional_power``) is below
-    ``FUTILITY_POWER``. False at or past ``max_pairs``: the round stops there anyway, as ``max``.
-    It never stops a round with a PASS, so it cannot raise the false-PASS rate."""
-    if n >= max_pairs:
-        return False
-    power = conditional_power(
-        n, mean, sd, gate=gate, first_look=first_look, look_every=look_every,
-        max_pairs=max_pairs, confidence=confidence,
-    )  # fmt: skip
-    return power < FUTILITY_POWER
+    """``futile_mask`` of one look: stop this round without PASS."""
+    return bool(futile_mask(n, mean, sd, gate=gate, first_look=first_look,
+                            look_every=look_every, max_pairs=max_pairs, confidence=confidence))
