@@ -88,6 +88,13 @@ def _old_seed(_ctx: Any, _param: Any, value: int | None) -> None:
         )
 
 
+def _parse_gains(_ctx: Any, _param: Any, value: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}") from None
+
+
 def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
     from pipeline.study.simulate import NOISES
 
@@ -217,6 +224,23 @@ def simulate_command(
     help="Noise families, comma-separated: lognormal, t3 (Student-t, 3 degrees of freedom, "
     "same sigma), outliers (log-normal plus slow outlier runs).",
 )
+@click.option(
+    "--sequential",
+    is_flag=True,
+    help="Run the sequential study instead: rounds that stop when decided (sequential_t, with "
+    "and without futility), peeking at fixed-n methods, and fixed-n rounds, per noise and true "
+    "gain (docs/calibration.md, Sequential rounds).",
+)
+@click.option("--first-look", type=click.IntRange(min=2), default=6, show_default=True,
+              help="--sequential: pairs at the first look.")
+@click.option("--look-every", type=click.IntRange(min=1), default=2, show_default=True,
+              help="--sequential: pairs between looks.")
+@click.option("--max-pairs", type=click.IntRange(min=2), default=40, show_default=True,
+              help="--sequential: pairs at the last look.")
+@click.option("--fixed-pairs", default="10,20", show_default=True, callback=_parse_repetitions,
+              help="--sequential: pair counts of the fixed-n designs compared.")
+@click.option("--gains", default="0,1,2,5,10", show_default=True, callback=_parse_gains,
+              help="--sequential: true gains as multiples of the gate (min_improvement_pct).")
 @format_option("table", "json", "csv")
 @model_options
 def calibrate_command(
@@ -225,6 +249,12 @@ def calibrate_command(
     repetitions: tuple[int, ...],
     noises: tuple[str, ...],
     fmt: str,
+    sequential: bool,
+    first_look: int,
+    look_every: int,
+    max_pairs: int,
+    fixed_pairs: tuple[int, ...],
+    gains: tuple[float, ...],
     **model: Any,
 ) -> int:
     """Measure the decision rules and interval methods on simulated campaigns.
@@ -238,14 +268,33 @@ def calibrate_command(
     median rule's rates. The same --data-seed gives byte-identical output. A progress bar is shown
     on stderr when it is a terminal.
 
+    With --sequential: the per-pair metric log-ratios of the same model, vectorized over
+    attempts, under every design and true gain: PASS rate, coverage at the stop, and the
+    pairs used (mean, median, 90th percentile). --repetitions does not apply.
+
     \b
     Example:
       explain-pipeline calibrate
       explain-pipeline calibrate --attempts 200 --resamples 2000 --format csv
       explain-pipeline calibrate --noise lognormal --position-effect-pct 3
+      explain-pipeline calibrate --sequential
     """
     from pipeline.study.calibrate import calibrate, render
     from pipeline.study.simulate import Noise
+
+    if sequential:
+        ctx = click.get_current_context()
+        if ctx.get_parameter_source("repetitions") != click.core.ParameterSource.DEFAULT:
+            raise UsageError("--repetitions does not apply with --sequential (see --fixed-pairs)")
+        from pipeline.study import sequential as study
+
+        found = study.sequential_study(
+            attempts=attempts, seed=seed, noises=[cast(Noise, n) for n in noises],
+            plan=(first_look, look_every, max_pairs), fixed=fixed_pairs, gains=gains,
+            model=_model(model),
+        )  # fmt: skip
+        click.echo(study.render(found, fmt), nl=False)
+        return ExitCode.OK
 
     result = calibrate(
         attempts=attempts,

@@ -1,0 +1,110 @@
+"""calibrate --sequential: the vectorized study against a plain per-attempt reference, against
+theory (error rates), its reproducibility, and the figures the docs and the code quote."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.assess import sequential
+from pipeline.cli import main
+from pipeline.study.sequential import metric_log_ratios, render, sequential_study
+from pipeline.study.simulate import Model
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL = Model(resamples=200)
+
+
+def _reference(x: np.ndarray, ratio: float, *, futility: bool) -> dict[str, float]:
+    """sequential_t rounds one attempt at a time, written out plainly: closed-form interval,
+    contract §6's paired rule, the scalar futility rule."""
+    plan, gate = (6, 2, 40), 1.01
+    c = sequential.boundary(*plan, 0.95)
+    stops, passes, covers = [], [], []
+    for column in x.T:
+        for n in sequential.schedule(*plan):
+            m, s = float(np.mean(column[:n])), float(np.std(column[:n], ddof=1))
+            low, high = math.exp(m - c * s / math.sqrt(n)), math.exp(m + c * s / math.sqrt(n))
+            passed = low > 1 and low >= gate
+            give_up = futility and sequential.futile(
+                n, m, s, gate=gate, first_look=6, look_every=2, max_pairs=40, confidence=0.95
+            )
+            if passed or give_up or n == plan[2]:
+                stops.append(n)
+                passes.append(passed)
+                covers.append(low <= ratio <= high)
+                break
+    return {"pass_rate": float(np.mean(passes)), "pairs_mean": float(np.mean(stops)),
+            "coverage": float(np.mean(covers))}  # fmt: skip
+
+
+@pytest.mark.parametrize("gain", [0.0, 1.0, 5.0])
+def test_the_vectorized_study_equals_a_plain_loop(gain: float) -> None:
+    study = sequential_study(attempts=60, seed=4, noises=("t3",), gains=(gain,), fixed=(10,),
+                             model=MODEL)  # fmt: skip
+    ratio = 1 + gain / 100
+    x = metric_log_ratios(MODEL, "t3", 40, 60, 4) + math.log(ratio)
+    for design, futility in (("sequential_t", True), ("sequential_t, no futility", False)):
+        row = study.rows.filter(pl.col("design") == design).row(0, named=True)
+        expected = _reference(x, ratio, futility=futility)
+        assert {k: row[k] for k in expected} == pytest.approx(expected, abs=1e-12)
+
+
+def test_sequential_t_keeps_its_error_rates_where_peeking_does_not() -> None:
+    """1,000 log-normal attempts at a true gain equal to the gate (the worst case)."""
+    study = sequential_study(attempts=1000, seed=9, noises=("lognormal",), gains=(0.0, 1.0),
+                             fixed=(20,), model=MODEL)  # fmt: skip
+    rows = {(r["gain"], r["design"]): r for r in study.rows.iter_rows(named=True)}
+    se = math.sqrt(0.025 * 0.975 / 1000)
+    for gain in (0.0, 1.0):
+        for design in ("sequential_t", "sequential_t, no futility"):
+            assert rows[gain, design]["pass_rate"] <= 0.025 + 3 * se
+            assert rows[gain, design]["coverage"] >= 0.95 - 3 * math.sqrt(0.05 * 0.95 / 1000)
+    assert rows[1.0, "peek student_t"]["pass_rate"] > 0.06
+    assert rows[1.0, "peek percentile"]["pass_rate"] > rows[1.0, "peek student_t"]["pass_rate"]
+    # futility stops A/A rounds early and never adds a PASS
+    assert rows[0.0, "sequential_t"]["pairs_mean"] < 12
+    assert rows[1.0, "sequential_t"]["pass_rate"] <= rows[1.0, "sequential_t, no futility"][
+        "pass_rate"]  # fmt: skip
+
+
+def test_same_seed_same_output_and_peeks_only_where_they_mean_something() -> None:
+    kwargs = {"attempts": 30, "noises": ("outliers",), "gains": (0.0, 1.0, 2.0), "model": MODEL}
+    first = render(sequential_study(seed=1, **kwargs), "json")  # type: ignore[arg-type]
+    assert render(sequential_study(seed=1, **kwargs), "json") == first  # type: ignore[arg-type]
+    study = sequential_study(seed=1, **kwargs)  # type: ignore[arg-type]
+    peeks = study.rows.filter(pl.col("design").str.starts_with("peek"))
+    assert sorted(set(peeks["gain"])) == [0.0, 1.0]
+    assert set(peeks["design"]) == {f"peek {m}" for m in sequential.PEEKING_FALSE_PASS}
+
+
+def test_repetitions_do_not_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "--sequential", "--repetitions", "5"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        "error: --repetitions does not apply with --sequential (see --fixed-pairs)\n"
+    )
+
+
+def _docs_table(page: str) -> str:
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    found = re.search(r"<!-- sequential-run -->\n```\n(.*?)```", text, re.S)
+    assert found, f"docs/{page} lost the sequential study's table"
+    return found.group(1)
+
+
+def test_peeking_rates_in_the_code_are_the_documented_run() -> None:
+    """PEEKING_FALSE_PASS (quoted by --until-decided's refusal) = the docs table's log-normal
+    rows at a true gain equal to the gate."""
+    table = _docs_table("calibration.md")
+    lognormal = table.split("noise lognormal\n")[1].split("\n\n")[0]
+    for method, rate in sequential.PEEKING_FALSE_PASS.items():
+        line = next(x for x in lognormal.splitlines() if re.match(rf"\s+1x  peek {method} ", x))
+        assert f"{100 * rate:.1f}%" == line.split()[3], method
+    assert _docs_table("zh/calibration.md") == table
