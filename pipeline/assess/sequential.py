@@ -28,12 +28,14 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.ingest.declare import bounds
+from pipeline.ingest.declare import INTERVAL_METHODS, bounds
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
 METHOD = "sequential_t"
+FIXED_N: tuple[str, ...] = tuple(m for m in INTERVAL_METHODS if m != METHOD)
+"""The interval methods valid for one look at a planned n only (not under early stopping)."""
 SIMULATIONS = 100_000
 """Simulated sequences behind ``c`` (its Monte Carlo standard error is about 0.01, which moves
 the error rate by under 0.1 percentage point)."""

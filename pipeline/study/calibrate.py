@@ -41,7 +41,7 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from pipeline.assess import intervals, sequential
+from pipeline.assess import sequential
 from pipeline.assess.campaigns import assess
 from pipeline.assess.intervals import Method, method_intervals
 from pipeline.errors import ExitCode, ExplainError, UsageError
@@ -58,7 +58,7 @@ from pipeline.study.simulate import (
     check_plan,
 )
 
-METHODS: tuple[Method, ...] = tuple(m for m in intervals.METHODS if m != sequential.METHOD)
+METHODS: tuple[Method, ...] = sequential.FIXED_N
 """The fixed-n methods this study compares. Without a schedule of looks ``sequential_t`` is
 ``student_t`` exactly; under early stopping it is measured by the sequential study."""
 Format = Literal["table", "json", "csv"]

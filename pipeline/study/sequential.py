@@ -43,8 +43,8 @@ FloatArray = npt.NDArray[np.float64]
 DEFAULT_GAINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0)
 DEFAULT_PLAN: tuple[int, int, int] = (6, 2, 40)
 DEFAULT_FIXED: tuple[int, ...] = (10, 20)
-PEEKED: tuple[Method, ...] = ("percentile", "expanded_percentile", "student_t")
-"""The fixed-n methods peeked at (``sequential.PEEKING_FALSE_PASS`` holds their rates)."""
+PEEKED: tuple[Method, ...] = sequential.FIXED_N
+"""The methods peeked at (``sequential.PEEKING_FALSE_PASS`` holds their rates)."""
 PEEK_GAINS: tuple[float, ...] = (0.0, 1.0)
 COLUMNS = ["noise", "gain", "ratio", "design", "attempts", "pass_rate", "coverage",
            "pairs_mean", "pairs_median", "pairs_p90", "futility_rate", "max_rate"]  # fmt: skip
