@@ -16,6 +16,7 @@ from pipeline.importers import (
     import_folder,
     import_run,
 )
+from pipeline.importers.kernels import EVERY_KERNEL
 
 
 @command("import")
@@ -86,6 +87,18 @@ from pipeline.importers import (
     default=False,
     help="kineto: read each trace whole instead of streamed (the same line, slower).",
 )
+@click.option(
+    "--kernel-regions",
+    "kernel_regions",
+    multiple=True,
+    is_flag=False,
+    flag_value=EVERY_KERNEL,
+    metavar="[NAME=REGEX]",
+    help="nsys, ncu, msprof: kernel GPU time as regions instead of NVTX ranges or step-trace "
+    "columns. Alone: one region per kernel; NAME=REGEX (repeatable): a region per group, the "
+    "first group whose regex is found in the kernel name wins, the rest is 'other' "
+    "(docs/import.md).",
+)
 @output_option(
     "Append the line(s) to this measurements.jsonl (refused if a run is already in it); "
     "default: print them."
@@ -103,6 +116,7 @@ def import_command(
     renames: tuple[str, ...],
     suite_metric: str,
     precise: bool,
+    kernel_regions: tuple[str, ...],
     output: str | None,
 ) -> int:
     """Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).
@@ -122,6 +136,8 @@ def import_command(
       explain-pipeline import nsys report_nvtx_sum.csv report_cuda_api_sum.csv \\
           --side candidate --repetition 3 --metric 0.0421 --rename decode=attention
       explain-pipeline import pytest-benchmark bench.json --side baseline --repetition 0
+      explain-pipeline import nsys report_cuda_gpu_kern_sum.csv --side baseline \\
+          --repetition 0 --metric 0.0412 --kernel-regions gemm=gemm --kernel-regions attn=flash
     """
     target = None if output is None or is_stdout(output) else Path(output)
     if folder is not None:
@@ -140,6 +156,7 @@ def import_command(
             output=target,
             suite_metric=suite_metric,
             mode="precise" if precise else "fast",
+            kernel_regions=kernel_regions,
         )
         click.echo(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}", err=True)
         for note in notes:
@@ -161,6 +178,7 @@ def import_command(
         output=target,
         suite_metric=suite_metric,
         mode="precise" if precise else "fast",
+        kernel_regions=kernel_regions,
     )
     steps = len(line.get("breakdown", {}))
     click.echo(

@@ -22,6 +22,7 @@ from pipeline.allocator import load_polars
 from pipeline.atomic import dump_lines
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
+from pipeline.importers.kernels import KernelRegions, parse_kernel_regions
 from pipeline.ingest.declare import Side
 from pipeline.ingest.files import ReadMode
 
@@ -40,6 +41,7 @@ class ImportOptions:
     region_pattern: re.Pattern[str] | None = None
     suite_metric: str = "sum"  # suite formats: the run's metric from its benchmarks (suites.py)
     mode: ReadMode = "fast"  # kineto: "precise" reads the file whole, never streamed
+    kernel_regions: KernelRegions | None = None  # nsys, ncu, msprof: kernel time as regions
 
     def keeps_region(self, name: str) -> bool:
         return self.region_pattern is None or self.region_pattern.fullmatch(name) is not None
@@ -76,6 +78,8 @@ def _registry() -> dict[str, Reader]:
 SUITE_FORMATS: tuple[str, ...] = ("pytest-benchmark", "gbench", "pyperf")
 """Benchmark harnesses whose result files are whole runs (pipeline/importers/suites.py)."""
 FORMATS: tuple[str, ...] = ("kineto", "nsys", "ncu", "msprof", *SUITE_FORMATS)
+KERNEL_REGION_FORMATS: tuple[str, ...] = ("nsys", "ncu", "msprof")
+"""Formats whose kernels can become regions (--kernel-regions, pipeline/importers/kernels.py)."""
 SUITE_METRICS: tuple[str, ...] = ("sum", "geomean")
 """How a suite file's benchmarks make the run's metric (pipeline/importers/suites.py)."""
 
@@ -273,6 +277,15 @@ def write_lines(lines: Sequence[Mapping[str, Any]], output: Path | None) -> None
         raise fail(output, None, f"cannot write the file: {exc.strerror or exc}") from None
 
 
+def _kernel_rule(fmt: str, values: Sequence[str]) -> KernelRegions | None:
+    if values and fmt not in KERNEL_REGION_FORMATS:
+        raise UsageError(
+            f"--kernel-regions: {', '.join(KERNEL_REGION_FORMATS[:-1])} and "
+            f"{KERNEL_REGION_FORMATS[-1]} have kernels; {fmt} has none"
+        )
+    return parse_kernel_regions(values)
+
+
 def import_line(
     fmt: str,
     arguments: Sequence[str],
@@ -285,8 +298,10 @@ def import_line(
     renames: Sequence[str] = (),
     suite_metric: str = "sum",
     mode: ReadMode = "fast",
+    kernel_regions: Sequence[str] = (),
 ) -> tuple[dict[str, Any], Imported]:
-    """Read the files of one run and build its validated line (nothing is written)."""
+    """Read the files of one run and build its validated line (nothing is written).
+    ``kernel_regions``: the values of --kernel-regions (``*`` alone: one region per kernel)."""
     if repetition < 0:
         raise UsageError(f"--repetition {repetition}: expected an integer >= 0")
     if metric is not None and not (math.isfinite(metric) and metric > 0):
@@ -296,6 +311,7 @@ def import_line(
         region_pattern=compile_pattern("--region-pattern", region_pattern),
         suite_metric=suite_metric,
         mode=mode,
+        kernel_regions=_kernel_rule(fmt, kernel_regions),
     )
     mapping = parse_renames(renames)
     imported = read_run(fmt, parse_inputs(arguments), options)
@@ -320,6 +336,7 @@ def import_run(
     output: Path | None = None,
     suite_metric: str = "sum",
     mode: ReadMode = "fast",
+    kernel_regions: Sequence[str] = (),
 ) -> tuple[dict[str, Any], Imported]:
     """The library call behind ``explain-pipeline import``: read, build, validate, then append
     the line to ``output`` or print it."""
@@ -334,6 +351,7 @@ def import_run(
         renames=renames,
         suite_metric=suite_metric,
         mode=mode,
+        kernel_regions=kernel_regions,
     )
     write_line(line, output)
     return line, imported
@@ -409,6 +427,7 @@ def import_folder(
     output: Path | None = None,
     suite_metric: str = "sum",
     mode: ReadMode = "fast",
+    kernel_regions: Sequence[str] = (),
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Every run of a folder of profiler files, in one process: one line per run, all checked
     before any is written (a bad file writes nothing), then appended to ``output`` or printed.
@@ -427,6 +446,7 @@ def import_folder(
             renames=renames,
             suite_metric=suite_metric,
             mode=mode,
+            kernel_regions=kernel_regions,
         )
         lines.append(line)
         notes += imported.notes

@@ -32,6 +32,7 @@ from pipeline.importers.common import (
     split_unit,
     time_factor,
 )
+from pipeline.importers.kernels import regions_by_step
 from pipeline.importers.kineto import seconds, union_ns
 from pipeline.importers.naming import C
 
@@ -88,6 +89,8 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
             _add_steps(breakdown, _step_trace_time(table), table)
     for step, ns in _npu_busy([t for t in tables if t.kind == "kernel_details"]).iter_rows():
         breakdown.setdefault(step, {})[C.NPU_BUSY] = seconds(ns)
+    if options.kernel_regions is not None:
+        breakdown = _kernel_breakdown(tables, options, notes)
     breakdown = {
         step: {r: v for r, v in regions.items() if options.keeps_region(r)}
         for step, regions in breakdown.items()
@@ -211,6 +214,42 @@ def _npu_busy(tables: list[CsvTable]) -> pl.DataFrame:
         rows, schema={"step": pl.String, "start": pl.Int64, "end": pl.Int64}, orient="row"
     )
     return union_ns(frame, ["step"]).select("step", "ns")
+
+
+TASK_COLUMNS = {"kernel_details": ("Name", "Duration"), "op_summary": ("Op Name", "Task Duration")}
+"""Per-task files: the columns of each task's kernel (operator) name and its duration."""
+
+
+def _kernel_breakdown(
+    tables: list[CsvTable], options: ImportOptions, notes: list[str]
+) -> dict[str, dict[str, Decimal]]:
+    """--kernel-regions: each task's duration summed by kernel name (or group), per step when
+    kernel_details has a Step Id, else one step ``all``. Step-trace regions are left out (the
+    metric still comes from the step trace)."""
+    assert options.kernel_regions is not None
+    kinds = {t.kind for t in tables}
+    kind = "kernel_details" if "kernel_details" in kinds else "op_summary"
+    tasks = [t for t in tables if t.kind == kind]
+    if not tasks:
+        first = tables[0] if tables else None
+        where = first.path if first else "msprof"
+        raise fail(where, None, "--kernel-regions: expected an op_summary or kernel_details "
+                                "file, got none")  # fmt: skip
+    if kind == "kernel_details" and "op_summary" in kinds:
+        notes.append("op_summary not used for kernel regions: kernel_details has the same tasks")
+    if kinds & {"step_trace", "step_trace_time"}:
+        notes.append("step trace regions not used: with --kernel-regions the breakdown is kernel "
+                     "time (the metric still comes from the step trace)")  # fmt: skip
+    rows: list[tuple[str, str, Decimal]] = []
+    for table in tasks:
+        name_at, dur_at = (table.require(c) for c in TASK_COLUMNS[kind])
+        factor = _factor(table, dur_at)
+        step_at = table.index("Step Id", "Step ID")
+        for line, cells in table.rows:
+            step = _step_id(table, line, cells[step_at]) if step_at is not None else "all"
+            value = parse_number(cells[dur_at], table.path, line, quoted(table.columns[dur_at]))
+            rows.append((step, cells[name_at].strip(), value * factor))
+    return regions_by_step(rows, options.kernel_regions, f"{tasks[0].path}:{tasks[0].header_line}")
 
 
 def _counters(tables: list[CsvTable], notes: list[str]) -> dict[str, Decimal]:

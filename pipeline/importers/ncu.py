@@ -25,6 +25,7 @@ from pipeline.importers.common import (
     read_text,
     time_factor,
 )
+from pipeline.importers.kernels import regions_by_step
 from pipeline.importers.naming import C
 
 METRICS: dict[str, tuple[str, str]] = {
@@ -40,7 +41,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     "value": pl.Decimal(38, 15),
     "line": pl.Int64(),
+    "name": pl.String(),  # the kernel's name (Kernel Name): its region with --kernel-regions
 }
+TIME_METRIC = "gpu__time_duration.sum"
 
 
 def classify(header: list[str]) -> str | None:
@@ -53,7 +56,7 @@ def classify(header: list[str]) -> str | None:
 
 
 def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
-    rows: list[tuple[str, str, Decimal, int]] = []
+    rows: list[tuple[str, str, Decimal, int, str]] = []
     kernels: set[str] = set()
     pages = set()
     for item in inputs:
@@ -65,10 +68,10 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
         ):
             pages.add(table.kind)
             reader = _details if table.kind == "details" else _raw
-            for kernel, metric, value, line in reader(table):
+            for kernel, metric, value, line, name in reader(table):
                 kernels.add(kernel)
                 if metric is not None and value is not None:
-                    rows.append((kernel, metric, value, line))
+                    rows.append((kernel, metric, value, line, name))
     frame = _deduplicated(pl.DataFrame(rows, schema=SCHEMA, orient="row"), inputs)
     counters = {
         METRICS[metric][0]: value
@@ -78,16 +81,40 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
         # dram__bytes.sum is by definition read + write: exact, not a guess.
         counters[C.DRAM_BYTES] = counters[C.DRAM_BYTES_READ] + counters[C.DRAM_BYTES_WRITE]
     counters[C.KERNELS] = Decimal(len(kernels))
+    notes: list[str] = []
     return Imported(
         format="ncu",
-        breakdown={},
+        breakdown=_kernel_breakdown(frame, inputs, options, notes),
+        notes=notes,
         counters=counters,
         metric=None,
         provenance="ncu CSV (" + ", ".join(sorted(pages)) + " page)",
     )
 
 
-Row = tuple[str, str | None, Decimal | None, int]
+Row = tuple[str, str | None, Decimal | None, int, str]
+"""(kernel launch, metric, value, line, kernel name); metric and value None on other rows."""
+
+
+def _kernel_breakdown(
+    frame: pl.DataFrame, inputs: Sequence[InputFile], options: ImportOptions, notes: list[str]
+) -> dict[str, dict[str, Decimal]]:
+    """--kernel-regions: each kernel name's summed gpu__time_duration.sum, one step ``all``.
+    ncu replays every kernel alone with locked clocks: this is the kernels' own time, not the
+    time they took inside the run."""
+    if options.kernel_regions is None:
+        return {}
+    times = frame.filter(pl.col("metric") == TIME_METRIC)
+    source = str(inputs[0].path)
+    if times.is_empty():
+        raise fail(source, None, f"--kernel-regions: expected the metric {TIME_METRIC} "
+                                 f"(ncu --metrics {TIME_METRIC}), got none")  # fmt: skip
+    if (times["name"] == "").any():
+        raise fail(source, None, "--kernel-regions: expected a Kernel Name column")
+    notes.append("kernel regions from ncu: replayed kernel time with locked clocks, not wall time")
+    rows = (("all", name, value) for name, value in times.select("name", "value").iter_rows())
+    regions = regions_by_step(rows, options.kernel_regions, source).get("all", {})
+    return {"all": {r: v for r, v in regions.items() if options.keeps_region(r)}}
 
 
 def _convert(table: CsvTable, line: int, metric: str, unit: str, text: str) -> Decimal | None:
@@ -103,15 +130,17 @@ def _convert(table: CsvTable, line: int, metric: str, unit: str, text: str) -> D
 def _details(table: CsvTable) -> list[Row]:
     at = {key: table.require(key) for key in ("ID", "Metric Name", "Metric Unit", "Metric Value")}
     pid = table.index("Process ID")
+    name_at = table.index("Kernel Name", "Function Name")
     out: list[Row] = []
     for line, cells in table.rows:
         kernel = f"{table.path}#{cells[pid] if pid is not None else ''}#{cells[at['ID']]}"
+        name = cells[name_at].strip() if name_at is not None else ""
         metric = cells[at["Metric Name"]].strip()
         if metric not in METRICS:  # rule rows have an empty metric; other metrics are not ours
-            out.append((kernel, None, None, line))
+            out.append((kernel, None, None, line, name))
             continue
         value = _convert(table, line, metric, cells[at["Metric Unit"]], cells[at["Metric Value"]])
-        out.append((kernel, metric, value, line))
+        out.append((kernel, metric, value, line, name))
     return out
 
 
@@ -123,12 +152,15 @@ def _raw(table: CsvTable) -> list[Row]:
             table.path, table.header_line + 1, "expected the units row under the raw page header"
         )
     wanted = [(i, c) for i, c in enumerate(table.columns) if c in METRICS]
+    name_at = table.index("Kernel Name", "Function Name")
     out: list[Row] = []
     for line, cells in table.rows:
         kernel = f"{table.path}#{cells[id_at]}"
-        out.append((kernel, None, None, line))
+        name = cells[name_at].strip() if name_at is not None else ""
+        out.append((kernel, None, None, line, name))
         out.extend(
-            (kernel, c, _convert(table, line, c, units[i], cells[i]), line) for i, c in wanted
+            (kernel, c, _convert(table, line, c, units[i], cells[i]), line, name)
+            for i, c in wanted
         )
     return out
 

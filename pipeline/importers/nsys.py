@@ -27,6 +27,7 @@ from pipeline.importers.common import (
     read_text,
     time_factor,
 )
+from pipeline.importers.kernels import regions_by_step
 from pipeline.importers.naming import (
     API_SUFFIX,
     GRAPH_LAUNCH_APIS,
@@ -74,6 +75,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
         )
     seen: dict[tuple[str, str], str] = {}
     values: list[tuple[str, str, str, Decimal]] = []
+    kernel_time: list[tuple[str, str, Decimal]] = []  # (step, kernel, seconds): --kernel-regions
     for item in inputs:
         step = item.step or "all"
         for table in iter_tables(item.path, read_text(item.path), classify, REPORTS):
@@ -87,14 +89,23 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
                 )
             seen[(step, table.kind)] = where
             values.extend((step, kind, name, v) for kind, name, v in _values(table))
+            if table.kind == "kern" and options.kernel_regions is not None:
+                times = _column(table, "Name", ("Total Time",), "time", "kernel_time")
+                kernel_time += [(step, name, seconds) for _, name, seconds in times]
     frame = pl.DataFrame(values, schema=VALUE_SCHEMA, orient="row")
     steps = sorted({item.step or "all" for item in inputs})
+    notes: list[str] = []
+    if options.kernel_regions is None:
+        breakdown = _breakdown(frame, steps, options)
+    else:
+        breakdown = _kernel_breakdown(kernel_time, steps, seen, inputs, options, notes)
     return Imported(
         format="nsys",
-        breakdown=_breakdown(frame, steps, options),
+        breakdown=breakdown,
         counters=_counters(frame, {kind for _, kind in seen}),
         metric=None,
         provenance="nsys stats CSV (" + ", ".join(sorted({k for _, k in seen})) + ")",
+        notes=notes,
     )
 
 
@@ -157,6 +168,31 @@ def _breakdown(
     for step, name, value in summed.iter_rows():
         breakdown[step][name] = value
     return breakdown
+
+
+def _kernel_breakdown(
+    rows: list[tuple[str, str, Decimal]],
+    steps: list[str],
+    seen: dict[tuple[str, str], str],
+    inputs: Sequence[InputFile],
+    options: ImportOptions,
+    notes: list[str],
+) -> dict[str, dict[str, Decimal]]:
+    """--kernel-regions: each step's breakdown is the GPU time of its kernels (the Total Time of
+    cuda_gpu_kern_sum), by kernel or by group; NVTX ranges, on another clock, are left out."""
+    assert options.kernel_regions is not None
+    for step in steps:
+        if (step, "kern") not in seen:
+            where = next((i.path for i in inputs if (i.step or "all") == step), inputs[0].path)
+            for_step = f" for step {quoted(step)}" if step != "all" else ""
+            raise fail(where, None, f"--kernel-regions: expected a cuda_gpu_kern_sum report"
+                                    f"{for_step}, got none")  # fmt: skip
+    if any(kind == "nvtx" for _, kind in seen):
+        notes.append("NVTX ranges not used: with --kernel-regions the breakdown is kernel time")
+    source = seen[(steps[0], "kern")]
+    regions = regions_by_step(rows, options.kernel_regions, source)
+    return {step: {r: v for r, v in regions.get(step, {}).items() if options.keeps_region(r)}
+            for step in steps}  # fmt: skip
 
 
 def _counters(frame: pl.DataFrame, kinds: set[str]) -> dict[str, Decimal]:
