@@ -53,6 +53,34 @@ def _order(result: AssessResult) -> list[str]:
     return campaign_order(result)
 
 
+class _Split:
+    """A result's tables split once, by campaign and by attempt: with --all over thousands of
+    campaigns a filter per campaign or attempt would scan every table again each time."""
+
+    def __init__(self, result: AssessResult) -> None:
+        self.result = result
+        self._blocked = _parts(result.blocked, "campaign_id")
+        self._assessed = _parts(result.assessments, "campaign_id")
+        self._comparisons = _parts(result.comparisons, "campaign_id", "attempt_id")
+        self._outcomes = _parts(result.outcomes, "campaign_id", "attempt_id")
+
+    def blocked(self, cid: str) -> pl.DataFrame:
+        return self._blocked.get((cid,), self.result.blocked.clear())
+
+    def assessed(self, cid: str) -> pl.DataFrame:
+        return self._assessed.get((cid,), self.result.assessments.clear())
+
+    def comparisons(self, cid: str, aid: str) -> pl.DataFrame:
+        return self._comparisons.get((cid, aid), self.result.comparisons.clear())
+
+    def outcomes(self, cid: str, aid: str) -> pl.DataFrame:
+        return self._outcomes.get((cid, aid), self.result.outcomes.clear())
+
+
+def _parts(frame: pl.DataFrame, *keys: str) -> dict[tuple[Any, ...], pl.DataFrame]:
+    return frame.partition_by(list(keys), as_dict=True, maintain_order=True)
+
+
 # -- Markdown ----------------------------------------------------------------------------------
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
@@ -104,12 +132,9 @@ def _unread_outcomes(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[
     ]
 
 
-def _attempt_details(result: AssessResult, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
-    import polars as pl
-
-    mine = (pl.col("campaign_id") == cid) & (pl.col("attempt_id") == row["attempt_id"])
-    comparisons = result.comparisons.filter(mine)
-    outcomes = result.outcomes.filter(mine)
+def _attempt_details(split: _Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
+    comparisons = split.comparisons(cid, row["attempt_id"])
+    outcomes = split.outcomes(cid, row["attempt_id"])
     summary = (f"{md(row['attempt_id'])} (round {row['round']}, {md(row['candidate'])}): "
                f"quantities {comparisons.height}, "
                f"declared expectations {outcomes.height}")  # fmt: skip
@@ -129,8 +154,9 @@ def render_markdown(result: AssessResult, *, details_open: bool = False, **_: An
     if result.what_if:
         pairs = " ".join(f"{k}={v}" for k, v in result.what_if.items())
         out.append(f"**WHAT-IF (not stored): {md(pairs)}**\n\n")
+    split = _Split(result)
     for cid in _order(result):
-        errors = result.blocked.filter(result.blocked["campaign_id"] == cid)
+        errors = split.blocked(cid)
         if errors.height:
             out.append(f"### campaign {md(cid)}: BLOCKED by {errors.height} integrity "
                        "error(s); no verdicts issued\n\n")  # fmt: skip
@@ -138,7 +164,7 @@ def render_markdown(result: AssessResult, *, details_open: bool = False, **_: An
                     for e in errors.iter_rows(named=True)]  # fmt: skip
             out.append("\n")
             continue
-        rows = result.assessments.filter(result.assessments["campaign_id"] == cid)
+        rows = split.assessed(cid)
         if rows.is_empty():
             out.append(f"### campaign {md(cid)}: no attempts\n\n")
             continue
@@ -148,7 +174,7 @@ def render_markdown(result: AssessResult, *, details_open: bool = False, **_: An
                    f"require_explanation {explain}\n\n")  # fmt: skip
         named = list(rows.iter_rows(named=True))
         out.append(_md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
-        out += [_attempt_details(result, cid, r, open_=details_open) for r in named]
+        out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
     if not out:
         out.append("no campaigns to assess\n")
     return "".join(out)
@@ -227,19 +253,16 @@ def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
     return ET.SubElement(suite, "testcase", classname=_xml(classname), name=_xml(name), time="0")
 
 
-def _attempt_cases(suite: ET.Element, result: AssessResult, cid: str) -> None:
-    import polars as pl
-
-    rows = result.assessments.filter(pl.col("campaign_id") == cid)
-    for row in rows.iter_rows(named=True):
+def _attempt_cases(suite: ET.Element, split: _Split, cid: str) -> None:
+    for row in split.assessed(cid).iter_rows(named=True):
         case = _case(suite, cid, f"{row['attempt_id']} {row['candidate']}")
         if row["verdict"] != "PASS":
             ET.SubElement(case, "failure", message=_xml(attempt_message(row)),
                           type=_xml(row["verdict"]))  # fmt: skip
-        mine = (pl.col("campaign_id") == cid) & (pl.col("attempt_id") == row["attempt_id"])
+        aid = row["attempt_id"]
         evidence = {(c["quantity"], c["name"]): c
-                    for c in result.comparisons.filter(mine).iter_rows(named=True)}  # fmt: skip
-        for o in result.outcomes.filter(mine).sort("position").iter_rows(named=True):
+                    for c in split.comparisons(cid, aid).iter_rows(named=True)}  # fmt: skip
+        for o in split.outcomes(cid, aid).sort("position").iter_rows(named=True):
             case = _case(suite, f"{cid}.{row['attempt_id']}",
                          f"{o['target']} {o['name']} {o['expect']}")  # fmt: skip
             message = outcome_message(o, evidence.get((o["evidence"], o["name"])))
@@ -264,13 +287,14 @@ def render_junit(result: AssessResult) -> bytes:
     if result.what_if:
         raise UsageError("--junit reports the frozen policy's verdicts: drop --what-if")
     root = ET.Element("testsuites", name="explain-pipeline")
+    split = _Split(result)
     for cid in _order(result):
         suite = ET.SubElement(root, "testsuite", name=_xml(cid))
-        errors = result.blocked.filter(result.blocked["campaign_id"] == cid)
+        errors = split.blocked(cid)
         if errors.height:
             _blocked_case(suite, errors, cid)
         else:
-            _attempt_cases(suite, result, cid)
+            _attempt_cases(suite, split, cid)
         _count(suite)
     _count(root)
     ET.indent(root)
@@ -316,17 +340,19 @@ def github_annotations(result: AssessResult, focus: str | None = None) -> list[s
     from pipeline.assess.campaigns import gated_attempt
 
     out = []
+    split = _Split(result)
     for cid in _order(result):
-        errors = result.blocked.filter(result.blocked["campaign_id"] == cid)
+        errors = split.blocked(cid)
         if errors.height:
             first = errors.row(0, named=True)
             out.append(annotation("error", f"explain-pipeline: campaign {cid} blocked",
                                   f"{errors.height} integrity error(s), first: [{first['code']}] "
                                   f"{first['message']}"))  # fmt: skip
             continue
-        if not (result.assessments["campaign_id"] == cid).any():
+        rows = split.assessed(cid)
+        if rows.is_empty():
             continue
-        row = gated_attempt(result.assessments, cid, focus)
+        row = gated_attempt(rows, cid, focus)
         level = "notice" if row["verdict"] == "PASS" else "error"
         title = f"explain-pipeline: {cid} {row['attempt_id']} (round {row['round']})"
         out.append(annotation(level, title, attempt_message(row)))
