@@ -17,6 +17,7 @@ from pipeline.cli import main
 from pipeline.importers import import_line
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kernels import DIGEST_CHARS, OTHER, REGION_NAME_MAX, region_name
+from pipeline.ingest.declare import MAX_NAME_LENGTH
 
 IMPORT = Path(__file__).parent / "fixtures" / "import"
 REAL = IMPORT / "nsys" / "real_moe_cuda_gpu_kern_sum.csv"
@@ -51,6 +52,11 @@ def test_short_printable_names_stay_as_written() -> None:
     for kernel in ["triton_poi_fused_2", "tensorrt_llm::kernels::delayStreamKernel(long long)"]:
         assert region_name(kernel) == kernel
     assert region_name("  padded  ") == "padded"
+
+
+def test_region_names_keep_within_the_measurement_name_bound() -> None:
+    assert REGION_NAME_MAX <= MAX_NAME_LENGTH
+    assert len(region_name("k" * (MAX_NAME_LENGTH + 10))) == REGION_NAME_MAX
 
 
 def test_long_or_unprintable_names_become_a_prefix_and_a_digest() -> None:
