@@ -54,15 +54,20 @@ def _umask() -> int:
     return mask
 
 
+def fsync_path(path: Path) -> None:
+    """Flush a file (or a folder's entries) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def sync_dir(folder: Path) -> None:
     """Flush a folder's entries (a rename or a new file in it) to disk, where the file system
     can."""
     with contextlib.suppress(OSError):  # not every file system can sync a directory
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(folder)
 
 
 def write_atomic(path: Path, body: bytes) -> None:

@@ -115,8 +115,12 @@ class Table:
             for other, value in c.required_when:
                 where = where & (pl.col(other) == value)
             text = " and ".join(f"{other} is {value}" for other, value in c.required_when)
-            rules.append((f'column "{c.name}" is null' + (f" where {text}" if text else ""),
-                          pl.col(c.name).is_null() & where))  # fmt: skip
+            rules.append(
+                (
+                    f'column "{c.name}" is null' + (f" where {text}" if text else ""),
+                    pl.col(c.name).is_null() & where,
+                )
+            )
         return rules
 
     def empty(self) -> pl.DataFrame:

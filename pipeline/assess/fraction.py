@@ -296,9 +296,13 @@ def explained_fractions(inputs: Inputs, frames: PairFrames) -> pl.DataFrame:
     """One row per attempt of ``inputs``: ATTEMPT + the four explained_fraction columns."""
     values = per_pair(frames, inputs.expectations, inputs.samples).collect()
     reasons = _reasons(
-        inputs.attempts, inputs.expectations, inputs.samples, inputs.breakdown, values.lazy(),
+        inputs.attempts,
+        inputs.expectations,
+        inputs.samples,
+        inputs.breakdown,
+        values.lazy(),
         inputs.campaigns,
-    ).collect()  # fmt: skip
+    ).collect()
     group = ["n", "seed", "resamples", "confidence"]
     due = reasons.filter(pl.col("reason").is_null()).select(*ATTEMPT, *group).sort(*group, *ATTEMPT)
     computed = [_group(part, values) for part in due.partition_by(group, maintain_order=True)]

@@ -25,22 +25,18 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.assess.bootstrap import mean_in_order, paired_intervals
+from pipeline.assess.bootstrap import FloatArray, Intervals, mean_in_order, paired_intervals
 from pipeline.policy import INTERVAL_METHODS
 
 Method = str
 """One of METHODS: the values campaign.schema.json allows for the policy field `interval`."""
 METHODS: tuple[Method, ...] = INTERVAL_METHODS
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
-class MethodIntervals:
+class MethodIntervals(Intervals):
     """Per quantity: the geometric-mean ratio, the interval as ratios and the method used."""
 
-    estimate: FloatArray
-    low: FloatArray
-    high: FloatArray
     method: npt.NDArray[np.str_]
 
 
@@ -97,9 +93,12 @@ def method_intervals(
     if expanded.any():
         p = expanded_probability(n, confidence)
         boot = paired_intervals(
-            values[:, expanded], resamples=resamples, seed=seed, confidence=confidence,
+            values[:, expanded],
+            resamples=resamples,
+            seed=seed,
+            confidence=confidence,
             probabilities=(p, 1.0 - p),
-        )  # fmt: skip
+        )
         estimate[expanded], low[expanded], high[expanded] = boot.estimate, boot.low, boot.high
     closed = ~expanded
     if closed.any():

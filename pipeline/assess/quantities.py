@@ -473,9 +473,7 @@ def _schedules(attempts: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def summarize(
-    frames: PairFrames, campaigns: pl.LazyFrame, attempts: pl.LazyFrame
-) -> pl.DataFrame:
+def summarize(frames: PairFrames, campaigns: pl.LazyFrame, attempts: pl.LazyFrame) -> pl.DataFrame:
     """One row per quantity: n_pairs, reason (null when an interval is due), exp(mean x) when the
     ratio is defined, the interval policy of its campaign, its attempt's planned looks, and its
     pairs' x by repetition (``xs``, what the interval is computed from)."""
@@ -534,8 +532,13 @@ def intervals(summary: pl.DataFrame) -> pl.DataFrame:
         .select("qid", *group, "xs")
         .sort([*group, "qid"], nulls_last=True)
     )
-    schema = {"qid": pl.UInt32, "estimate": pl.Float64, "low": pl.Float64, "high": pl.Float64,
-              "method": pl.String}  # fmt: skip
+    schema = {
+        "qid": pl.UInt32,
+        "estimate": pl.Float64,
+        "low": pl.Float64,
+        "high": pl.Float64,
+        "method": pl.String,
+    }
     if due.is_empty():
         return pl.DataFrame(schema=schema)
     out = []
@@ -548,15 +551,24 @@ def intervals(summary: pl.DataFrame) -> pl.DataFrame:
             plan = (first_look, look_every, max_pairs) if first_look is not None else (n, 1, n)
             critical = sequential.boundary(*(int(v) for v in plan), float(confidence))
         result = method_intervals(
-            x, method, resamples=int(resamples), seed=int(seed), confidence=float(confidence),
+            x,
+            method,
+            resamples=int(resamples),
+            seed=int(seed),
+            confidence=float(confidence),
             critical=critical,
-        )  # fmt: skip
+        )
         out.append(
             pl.DataFrame(
-                {"qid": qids, "estimate": result.estimate, "low": result.low, "high": result.high,
-                 "method": result.method},
+                {
+                    "qid": qids,
+                    "estimate": result.estimate,
+                    "low": result.low,
+                    "high": result.high,
+                    "method": result.method,
+                },
                 schema=schema,
-            )  # fmt: skip
+            )
         )
     return pl.concat(out)
 

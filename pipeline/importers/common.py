@@ -4,7 +4,9 @@ lines, numbers with thousands separators, and exact unit conversion with Decimal
 from __future__ import annotations
 
 import csv
+import gzip
 import re
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -66,22 +68,41 @@ def parse_optional(text: str, path: Path | str, line: int, what: str) -> Decimal
 # ------------------------------------------------------------------------------------------ units
 
 TIME_UNITS: dict[str, Decimal] = {
-    "s": Decimal(1), "sec": Decimal(1), "second": Decimal(1), "seconds": Decimal(1),
-    "ms": Decimal("1e-3"), "msec": Decimal("1e-3"), "msecond": Decimal("1e-3"),
-    "us": Decimal("1e-6"), "usec": Decimal("1e-6"), "usecond": Decimal("1e-6"),
-    "µs": Decimal("1e-6"), "μs": Decimal("1e-6"),
-    "ns": Decimal("1e-9"), "nsec": Decimal("1e-9"), "nsecond": Decimal("1e-9"),
-}  # fmt: skip
+    "s": Decimal(1),
+    "sec": Decimal(1),
+    "second": Decimal(1),
+    "seconds": Decimal(1),
+    "ms": Decimal("1e-3"),
+    "msec": Decimal("1e-3"),
+    "msecond": Decimal("1e-3"),
+    "us": Decimal("1e-6"),
+    "usec": Decimal("1e-6"),
+    "usecond": Decimal("1e-6"),
+    "µs": Decimal("1e-6"),
+    "μs": Decimal("1e-6"),
+    "ns": Decimal("1e-9"),
+    "nsec": Decimal("1e-9"),
+    "nsecond": Decimal("1e-9"),
+}
 """Seconds per unit. ``µs`` appears with the micro sign (U+00B5) or the Greek mu (U+03BC)."""
 
 BYTE_UNITS: dict[str, Decimal] = {
-    "b": Decimal(1), "byte": Decimal(1), "bytes": Decimal(1),
-    "kb": Decimal(10**3), "kbyte": Decimal(10**3),
-    "mb": Decimal(10**6), "mbyte": Decimal(10**6),
-    "gb": Decimal(10**9), "gbyte": Decimal(10**9),
-    "tb": Decimal(10**12), "tbyte": Decimal(10**12),
-    "kib": Decimal(2**10), "mib": Decimal(2**20), "gib": Decimal(2**30), "tib": Decimal(2**40),
-}  # fmt: skip
+    "b": Decimal(1),
+    "byte": Decimal(1),
+    "bytes": Decimal(1),
+    "kb": Decimal(10**3),
+    "kbyte": Decimal(10**3),
+    "mb": Decimal(10**6),
+    "mbyte": Decimal(10**6),
+    "gb": Decimal(10**9),
+    "gbyte": Decimal(10**9),
+    "tb": Decimal(10**12),
+    "tbyte": Decimal(10**12),
+    "kib": Decimal(2**10),
+    "mib": Decimal(2**20),
+    "gib": Decimal(2**30),
+    "tib": Decimal(2**40),
+}
 """Bytes per unit, keys lower-case. Nsight Compute's ``Kbyte``/``Mbyte``/``Gbyte`` and nsys's
 ``MB`` are decimal (SI) multiples; the binary ones are spelled ``KiB``/``MiB``/``GiB``."""
 
@@ -160,6 +181,17 @@ def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
         raise fail(path, None, f"cannot read the file: {reason}") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read the file: {exc.strerror or exc}") from None
+
+
+def read_json_bytes(path: Path) -> bytes:
+    """The bytes of a JSON file, gzip-compressed or not (the Kineto and suite formats)."""
+    raw = read_input(path)
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
 
 
 def read_text(path: Path) -> str:

@@ -16,10 +16,8 @@ and ``gpu_busy`` the union of every kernel launched in the step, across streams.
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
-from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
+from pipeline.importers.common import ImportFormatError, fail, quoted, read_json_bytes
 from pipeline.importers.kineto_stream import read_events
 from pipeline.importers.naming import (
     API_SUFFIX,
@@ -88,12 +86,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
 
 
 def _load(path: Path) -> Any:
-    raw = read_input(path)
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
+    raw = read_json_bytes(path)
     try:
         return json.loads(raw.decode("utf-8"), parse_float=Decimal)
     except UnicodeDecodeError:
@@ -145,9 +138,16 @@ def _frame(path: Path, events: list[Any]) -> pl.DataFrame:
         name = str(event.get("name", ""))
         start = _to_ns(event.get("ts"), path, index, name, "ts")
         args = event.get("args")
-        row = (index, cat, name, f"{event.get('pid')}/{event.get('tid')}", start,
-               start + _to_ns(event.get("dur"), path, index, name, "dur"),
-               _int_arg(args, "correlation"), _int_arg(args, "bytes"))  # fmt: skip
+        row = (
+            index,
+            cat,
+            name,
+            f"{event.get('pid')}/{event.get('tid')}",
+            start,
+            start + _to_ns(event.get("dur"), path, index, name, "dur"),
+            _int_arg(args, "correlation"),
+            _int_arg(args, "bytes"),
+        )
         for key, value in zip(EVENT_SCHEMA, row, strict=True):
             columns[key].append(value)
     return pl.DataFrame(columns, schema=EVENT_SCHEMA)
@@ -236,10 +236,14 @@ def _steps_without_profiler_steps(
     if cpu.is_empty():
         raise fail(path, None, "expected CPU trace events (cpu_op, user_annotation), got none")
     return pl.DataFrame(
-        {"step": ["all"], "idx": [-1], "s_start": [cpu["start"].min()],
-         "s_end": [cpu["end"].max()]},
+        {
+            "step": ["all"],
+            "idx": [-1],
+            "s_start": [cpu["start"].min()],
+            "s_end": [cpu["end"].max()],
+        },
         schema=STEP_SCHEMA,
-    )  # fmt: skip
+    )
 
 
 def _check_disjoint(path: Path, steps: pl.DataFrame) -> None:

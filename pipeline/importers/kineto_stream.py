@@ -138,8 +138,9 @@ def _threads(events: list[_Event]) -> pl.Series:
         ids = [pl.Series(list(map(get, events)), dtype=pl.Int64) for get in (_PID, _TID)]
     except TypeError:  # a string or an integer beyond 64 bits
         return _threads_by_pair(list(map(_THREAD, events)))
-    pid, tid = (i.cast(pl.String).fill_null("None") if i.has_nulls() else i.cast(pl.String)
-                for i in ids)  # fmt: skip
+    pid, tid = (
+        i.cast(pl.String).fill_null("None") if i.has_nulls() else i.cast(pl.String) for i in ids
+    )
     return (pid + "/" + tid).alias("thread")
 
 
@@ -154,8 +155,9 @@ def _threads_by_pair(pairs: list[tuple[_Id, _Id]]) -> pl.Series:
 
 _WIDTH = 19  # the longest plain time: 15 digits, a point and 3 decimals
 _PAD = b" " * _WIDTH
-_DIGIT_VALUES = np.array([c - ord("0") if chr(c).isdigit() and c < 128 else 0
-                          for c in range(256)], dtype=np.uint64)  # fmt: skip
+_DIGIT_VALUES = np.array(
+    [c - ord("0") if chr(c).isdigit() and c < 128 else 0 for c in range(256)], dtype=np.uint64
+)
 _WEIGHTS = 10 ** np.arange(_WIDTH - 1, -1, -1, dtype=np.uint64)
 _POWERS = 10 ** np.arange(_WIDTH + 1, dtype=np.uint64)
 

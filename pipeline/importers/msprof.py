@@ -142,8 +142,11 @@ def _step_trace(table: CsvTable) -> tuple[dict[str, dict[str, Decimal]], Decimal
     id_at = table.require("Iteration ID")
     time_at = table.require("Iteration Time")
     columns = [(i, *split_unit(c)) for i, c in enumerate(table.columns)]
-    wanted = [(i, STEP_TRACE_REGIONS[n.casefold()], u) for i, n, u in columns
-              if n.casefold() in STEP_TRACE_REGIONS]  # fmt: skip
+    wanted = [
+        (i, STEP_TRACE_REGIONS[n.casefold()], u)
+        for i, n, u in columns
+        if n.casefold() in STEP_TRACE_REGIONS
+    ]
     factors = {i: _factor(table, i) for i in [time_at, *(i for i, _, _ in wanted)]}
     steps: dict[str, dict[str, Decimal]] = {}
     total = Decimal(0)
@@ -177,8 +180,9 @@ def _step_trace_time(table: CsvTable) -> dict[str, dict[str, Decimal]]:
     """torch_npu writes these columns in µs without a unit in the header."""
     _check_one_device(table)
     step_at = table.require("Step")
-    regions = [(i, _snake(c)) for i, c in enumerate(table.columns)
-               if _snake(c) not in STEP_TRACE_TIME_KEYS]  # fmt: skip
+    regions = [
+        (i, _snake(c)) for i, c in enumerate(table.columns) if _snake(c) not in STEP_TRACE_TIME_KEYS
+    ]
     steps: dict[str, dict[str, Decimal]] = {}
     for line, cells in table.rows:
         # Without a profiler schedule torch_npu leaves Step empty: the whole capture.

@@ -20,11 +20,9 @@ names. A benchmark the harness reports as failed fails the whole run: a missing 
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import statistics
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -33,7 +31,7 @@ from typing import Any
 
 from pipeline.errors import UsageError
 from pipeline.importers import SUITE_FORMATS, Imported, ImportOptions, InputFile
-from pipeline.importers.common import TIME_UNITS, fail, quoted, read_input
+from pipeline.importers.common import TIME_UNITS, fail, quoted, read_json_bytes
 
 STEP = "all"  # a flat breakdown is the one step "all" (contract §2.4)
 COUNTER_SEPARATOR = ":"  # counter "BENCHMARK:NAME"
@@ -67,12 +65,7 @@ def _constant(token: str) -> Decimal:
 
 def load(path: Path) -> Any:
     """The JSON document of ``path`` (gzip-compressed or not), numbers as exact Decimals."""
-    raw = read_input(path)
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
+    raw = read_json_bytes(path)
     try:
         return json.loads(
             raw.decode("utf-8-sig"),

@@ -408,8 +408,10 @@ def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.D
     ids = [files.folder.name for _, files, _ in batch]
     fast_rows = bulk.run_frames(cids, ids, checked, keep)
     slow_rows = bulk.run_frames(cids, ids, bulk.parsed_runs(slow), ~keep)
-    out = {name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
-           for name, found in rows.items()}  # fmt: skip
+    out = {
+        name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
+        for name, found in rows.items()
+    }
     for name, frame in fast_rows.items():
         merged = pl.concat([frame, slow_rows[name]]).sort("_pos", maintain_order=True)
         out[name] = merged.drop("_pos")
@@ -432,10 +434,12 @@ def _unmeasured(
             expectations.filter(pl.col("target") == target).join(
                 rows[name].select("campaign_id", "attempt_id", name=column), on=key, how="anti"
             )
-            for target, name, column in (("region", "breakdown", "region"),
-                                         ("counter", "counters", "counter"))
+            for target, name, column in (
+                ("region", "breakdown", "region"),
+                ("counter", "counters", "counter"),
+            )
         ]
-    ).sort("_at")  # fmt: skip
+    ).sort("_at")
     return [
         (
             (cid, attempt_id),
@@ -623,10 +627,12 @@ def _sequential_columns(sequential: dict[str, Any] | None) -> dict[str, Any]:
     plan = sequential or {}
     looks = plan.get("looks")
     return {
-        **{f"sequential_{key}": plan.get(key) for key in ("first_look", "look_every", "max_pairs",
-                                                          "stopped")},
+        **{
+            f"sequential_{key}": plan.get(key)
+            for key in ("first_look", "look_every", "max_pairs", "stopped")
+        },
         "sequential_looks": None if looks is None else json.dumps(looks, separators=(",", ":")),
-    }  # fmt: skip
+    }
 
 
 def _json_text(value: dict[str, Any] | None) -> str | None:

@@ -303,10 +303,17 @@ def counter_cells(runs: list[Any]) -> tuple[pl.DataFrame, np.ndarray]:
 _SIDE, _REPETITION, _STATUS, _METRIC, _BREAKDOWN, _COUNTERS, _ORDER, _STARTED, _FINISHED = (
     attrgetter(name)
     for name in (
-        "side", "repetition", "status", "metric", "breakdown", "counters", "order", "started_at",
+        "side",
+        "repetition",
+        "status",
+        "metric",
+        "breakdown",
+        "counters",
+        "order",
+        "started_at",
         "finished_at",
     )
-)  # fmt: skip
+)
 
 
 def _present(values: list[Any]) -> np.ndarray:

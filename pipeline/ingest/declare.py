@@ -100,6 +100,11 @@ INTERVAL_METHODS: tuple[str, ...] = choices("campaign", "policy", "interval")
 """Values of the policy field ``interval`` (docs/assess.md: interval methods)."""
 
 
+def schema_id(kind: DocumentKind) -> str:
+    """The value of a document's ``schema`` field, ``explain-pipeline/<kind>/v1``."""
+    return str(spec(kind, "schema")["const"])
+
+
 @cache
 def timestamp_fields(kind: DocumentKind) -> tuple[str, ...]:
     """The top-level fields of ``kind`` holding an RFC 3339 timestamp."""
@@ -197,7 +202,7 @@ def conditional_rules(kind: DocumentKind, present: set[str]) -> pl.Expr:
     schema = document_schema(kind)
     if "if" not in schema:
         return pl.lit(True)
-    (field, condition), = schema["if"]["properties"].items()  # fmt: skip
+    ((field, condition),) = schema["if"]["properties"].items()
     holds = pl.lit(True)
     for name in schema["then"].get("required", []):
         holds &= pl.col(name).is_not_null() if name in present else pl.lit(False)

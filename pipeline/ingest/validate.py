@@ -44,6 +44,7 @@ from pipeline.ingest.declare import (
     SIDES,
     DocumentKind,
     bounds,
+    schema_id,
     spec,
     timestamp_fields,
 )
@@ -52,7 +53,6 @@ from pipeline.ingest.files import InputFileError, MiB, read_regular
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
-SCHEMA_PREFIX = "explain-pipeline/"
 MAX_DEPTH = 32
 """Deepest nesting of objects and arrays accepted (valid documents need 3)."""
 MAX_DOCUMENT_BYTES = 16 * MiB
@@ -589,7 +589,7 @@ def _schema_field(kind: DocumentKind, doc: Any) -> tuple[JsonPath, str, str] | N
     """The ``schema`` field first: with an unknown kind or version nothing else can be judged."""
     if not isinstance(doc, dict) or "schema" not in doc:
         return None  # the schema check reports the missing field with everything else
-    wanted = f"{SCHEMA_PREFIX}{kind}/v1"
+    wanted = schema_id(kind)
     if doc["schema"] == wanted:
         return None
     return (

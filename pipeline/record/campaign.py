@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.atomic import create_atomic, dump_json
 from pipeline.errors import UsageError
+from pipeline.ingest.declare import schema_id
 from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
 from pipeline.record import DEFAULT_TIMEOUT
@@ -52,7 +53,7 @@ def start_campaign(
         raise UsageError(frozen_message(path))
     given = dict(policy or {})
     document = {
-        "schema": "explain-pipeline/campaign/v1",
+        "schema": schema_id("campaign"),
         "campaign_id": folder.name,
         "kind": kind,
         "created_at": timestamp(now()),
@@ -139,11 +140,19 @@ def ab(
     else:
         folder, store = keep, Store(keep / ".explain-store")
     request = RoundRequest(
-        folder, candidate=command_b, baseline=command_a, baseline_cmd=command_a,
-        candidate_cmd=command_b, repetitions=repetitions, warmup=warmup,
-        mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout, trace=trace,
+        folder,
+        candidate=command_b,
+        baseline=command_a,
+        baseline_cmd=command_a,
+        candidate_cmd=command_b,
+        repetitions=repetitions,
+        warmup=warmup,
+        mechanism_file=mechanism_file,
+        order_seed=order_seed,
+        timeout=timeout,
+        trace=trace,
         measure=measure or MeasureOptions(),
-    )  # fmt: skip
+    )
     try:
         campaign = start_campaign(folder, metric=metric, better=better, policy=policy)
         recorded = record_round(request, progress=progress, warn=warn)

@@ -21,7 +21,6 @@ from pipeline.ingest.declare import SIDES, Side
 __all__ = ["SIDES", "Side", "Slot"]
 
 
-
 @dataclass(frozen=True)
 class Slot:
     """One run of the round: repetition, side and position in its repetition (0 first, 1 second)."""

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from pipeline.atomic import LineAppender, dump_json, write_atomic
 from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.ingest.declare import schema_id
 from pipeline.ingest.validate import (
     ATTEMPT_FILE,
     ID_PATTERN,
@@ -216,7 +217,7 @@ def _create(
     staging = Path(tempfile.mkdtemp(prefix=f".{attempt_id}.", dir=request.campaign_dir))
     try:
         document: dict[str, Any] = {
-            "schema": "explain-pipeline/attempt/v1",
+            "schema": schema_id("attempt"),
             "attempt_id": attempt_id,
             "round": number,
             "candidate": request.candidate,

@@ -27,7 +27,7 @@ PAIR_RATIOS = pl.DataFrame(
         "repetition": pl.Int64,
         "ratio": pl.Float64,
         "baseline_first": pl.Boolean,
-    }  # fmt: skip
+    }
 )
 
 

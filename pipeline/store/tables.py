@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.atomic import fsync_path
 from pipeline.contracts import PARTITION, table, tables
 from pipeline.errors import StoreError, UsageError
 from pipeline.store.nofollow import (
@@ -136,14 +137,6 @@ def _exists(folder: int, name: str) -> bool:
     except FileNotFoundError:
         return False
     return True
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _remove_staging(root: Path, txid: str) -> None:
@@ -274,7 +267,7 @@ class Transaction:
     def commit(self) -> None:
         if not self.ops:
             return
-        _fsync_all(_fsync_file, [op.staged for op in self.ops if op.staged is not None])
+        _fsync_all(fsync_path, [op.staged for op in self.ops if op.staged is not None])
         final, pending = f"{self.txid}.json", f".{self.txid}.json.tmp"
         with folders(self.store.root) as dirs:
             fd = open_file(dirs, (_TXN_DIR, pending), os.O_WRONLY | os.O_CREAT | os.O_EXCL)

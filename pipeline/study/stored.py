@@ -8,11 +8,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline.atomic import dump_json
+from pipeline.ingest.declare import schema_id
 from pipeline.policy import policy_sha256
-
-
-def _dump(document: Mapping[str, Any]) -> bytes:
-    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def campaign_bytes(
@@ -25,7 +23,7 @@ def campaign_bytes(
 ) -> bytes:
     """The bytes of campaign.json, with the digest of its canonical policy."""
     document = {
-        "schema": "explain-pipeline/campaign/v1",
+        "schema": schema_id("campaign"),
         "campaign_id": campaign_id,
         "kind": kind,
         "created_at": created_at,
@@ -33,12 +31,12 @@ def campaign_bytes(
         "policy": dict(policy),
         "policy_sha256": policy_sha256(dict(policy)),
     }
-    return _dump(document)
+    return dump_json(document)
 
 
 def mechanism_bytes(mechanism: Mapping[str, Any]) -> bytes:
     """The bytes of mechanism.json."""
-    return _dump({"schema": "explain-pipeline/mechanism/v1", **mechanism})
+    return dump_json({"schema": schema_id("mechanism"), **mechanism})
 
 
 def write_campaign(
@@ -53,8 +51,9 @@ def write_campaign(
     """Write ``<root>/<campaign_id>/campaign.json`` with the digest of its canonical policy."""
     folder = root / campaign_id
     folder.mkdir(parents=True, exist_ok=True)
-    body = campaign_bytes(campaign_id, created_at=created_at, metric=metric, policy=policy,
-                          kind=kind)  # fmt: skip
+    body = campaign_bytes(
+        campaign_id, created_at=created_at, metric=metric, policy=policy, kind=kind
+    )
     (folder / "campaign.json").write_bytes(body)
     return folder
 
@@ -71,12 +70,12 @@ def write_attempt(
     ``attempt`` must then carry ``declared_at``."""
     folder = campaign_dir / str(attempt["attempt_id"])
     folder.mkdir(parents=True, exist_ok=True)
-    document = {"schema": "explain-pipeline/attempt/v1", **attempt}
+    document = {"schema": schema_id("attempt"), **attempt}
     if mechanism is not None:
         body = mechanism_bytes(mechanism)
         (folder / "mechanism.json").write_bytes(body)
         document["mechanism_sha256"] = hashlib.sha256(body).hexdigest()
-    (folder / "attempt.json").write_bytes(_dump(document))
+    (folder / "attempt.json").write_bytes(dump_json(document))
     lines = "".join(json.dumps(run, separators=(",", ":")) + "\n" for run in runs)
     (folder / "measurements.jsonl").write_text(lines, encoding="utf-8")
     return folder
