@@ -108,3 +108,42 @@ def test_peeking_rates_in_the_code_are_the_documented_run() -> None:
         line = next(x for x in lognormal.splitlines() if re.match(rf"\s+1x  peek {method} ", x))
         assert f"{100 * rate:.1f}%" == line.split()[3], method
     assert _docs_table("zh/calibration.md") == table
+
+
+def test_where_the_study_stops_assess_gives_the_same_interval_and_verdict(
+    tmp_path: Path,
+) -> None:
+    """Attempts cut at the study's stop, written as stored attempts with their `sequential`
+    object, through the real ingest and assess: the same interval and PASS as the study's."""
+    from pipeline.assess.campaigns import assess
+    from pipeline.ingest.attempts import ingest
+    from pipeline.store.tables import Store
+    from pipeline.study.sequential import designs, stops
+    from pipeline.study.stored import write_attempt, write_campaign
+
+    ratio, attempts = 1.03, 16
+    x = metric_log_ratios(MODEL, "lognormal", 40, attempts, 2) + math.log(ratio)
+    design = designs((6, 2, 40), (20,), 0.95)[0]
+    found = stops(x, design, MODEL, ratio)
+    assert set(found["passed"]) == {True, False}  # both kinds of stop are checked
+    policy = {"decision": "paired", "interval": "sequential_t", "resamples": 200}
+    folder = write_campaign(tmp_path / "attempts", "seq", created_at="2026-12-01T10:00:00Z",
+                            metric={"name": "seconds", "better": "lower"}, policy=policy)
+    for row in found.iter_rows(named=True):
+        n, i = row["look"], row["attempt"]
+        runs = [{"side": side, "repetition": r, "status": "ok", "metric": value}
+                for r in range(n)
+                for side, value in (("baseline", math.exp(x[r, i])), ("candidate", 1.0))]
+        stopped = "pass" if row["passed"] else "futility" if row["futility"] else "max"
+        plan = {"first_look": 6, "look_every": 2, "max_pairs": 40,
+                "looks": list(range(6, n + 1, 2)), "stopped": stopped}
+        write_attempt(folder, {"attempt_id": f"a{i:02d}", "round": i, "candidate": "c",
+                               "baseline": "b", "status": "completed",
+                               "started_at": "2026-12-01T11:00:00Z", "sequential": plan}, runs)
+    store = Store(tmp_path / "store")
+    ingest(tmp_path / "attempts", store)
+    got = assess(store, ["seq"], write=False).assessments.sort("round")
+    assert got["n_pairs"].to_list() == found["look"].to_list()
+    np.testing.assert_allclose(got["paired_low"], found["paired_low"], rtol=1e-9)
+    np.testing.assert_allclose(got["paired_high"], found["paired_high"], rtol=1e-9)
+    assert (got["paired_verdict"] == "PASS").to_list() == found["passed"].to_list()

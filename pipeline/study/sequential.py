@@ -124,12 +124,14 @@ def _decisions(x: FloatArray, design: Design, model: Model) -> pl.DataFrame:
     )
 
 
-def _stops(decisions: pl.DataFrame, last: int, ratio: float) -> pl.DataFrame:
-    """Per attempt: the first look that PASSes or is futile, else the last; covered = the
-    interval there contains the true ratio."""
-    stop = pl.col("passed") | pl.col("futile") | (pl.col("look") == last)
+def stops(x: FloatArray, design: Design, model: Model, ratio: float) -> pl.DataFrame:
+    """Per attempt (column of ``x``): where ``design`` stops it — the first look that PASSes or
+    is futile, else the last — with the interval there (``paired_low``, ``paired_high``),
+    ``passed``, ``futility``, ``at_max`` and ``covered`` (the interval contains ``ratio``)."""
+    stop = pl.col("passed") | pl.col("futile") | (pl.col("look") == design.looks[-1])
     return (
-        decisions.filter(stop)
+        _decisions(x, design, model)
+        .filter(stop)
         .sort("attempt", "look")
         .group_by("attempt", maintain_order=True)
         .first()
@@ -192,9 +194,8 @@ def sequential_study(
             for design in designs(plan, fixed, model.confidence):
                 if design.name.startswith("peek") and gain not in PEEK_GAINS:
                     continue
-                stops = _stops(_decisions(x, design, model), design.looks[-1], ratio)
-                rows.append({"noise": noise, "gain": gain, "ratio": ratio,
-                             "design": design.name, **_row(stops)})  # fmt: skip
+                rows.append({"noise": noise, "gain": gain, "ratio": ratio, "design": design.name,
+                             **_row(stops(x, design, model, ratio))})  # fmt: skip
     frame = pl.DataFrame(rows).select(COLUMNS)
     return SequentialStudy(seed, attempts, plan, tuple(fixed), tuple(gains), tuple(noises),
                            model, frame)  # fmt: skip
