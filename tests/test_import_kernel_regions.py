@@ -1,6 +1,7 @@
 """`import nsys|ncu|msprof --kernel-regions`: kernel time as regions, on real `nsys stats` output
 (tests/fixtures/import/nsys/SOURCES.md), checked against a plain reading of the files with the
-csv module; the naming rule of long kernel names; groups; refusals."""
+csv module; the naming rule of long kernel names; groups; refusals; and end to end, a mechanism
+that names a kernel group, through ingest and assess."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pipeline.cli import main
 from pipeline.importers import import_line
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kernels import DIGEST_CHARS, OTHER, REGION_NAME_MAX, region_name
-from pipeline.ingest.declare import MAX_NAME_LENGTH
+from pipeline.ingest.declare import MAX_NAME_LENGTH, Side
 
 IMPORT = Path(__file__).parent / "fixtures" / "import"
 REAL = IMPORT / "nsys" / "real_moe_cuda_gpu_kern_sum.csv"
@@ -202,3 +203,59 @@ def test_msprof_kernel_details_per_step_and_op_summary_whole() -> None:
     summary = IMPORT / "msprof" / "op_summary_0_1.csv"
     whole = kernel_seconds(summary, name="Op Name", time="Task Duration(us)", scale="1e-6")
     assert regions("msprof", [summary]) == {"all": {k: float(v) for k, v in whole.items()}}
+
+
+# -- end to end: a mechanism names a kernel group ---------------------------------------------
+def _scaled_summary(path: Path, factor: Decimal, moe_factor: Decimal) -> None:
+    """The real summary with every kernel's Total Time times ``factor``, and the MoE kernels'
+    times ``moe_factor`` more; written back with the csv module (long names quoted again)."""
+    rows = list(csv.reader(REAL.read_text().splitlines()))
+    for row in rows[1:]:
+        scale = factor * (moe_factor if ("fused_moe" in row[-1] or "Expert" in row[-1]) else 1)
+        row[1] = str(int(Decimal(row[1]) * scale))
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+
+
+def test_a_mechanism_names_a_kernel_group_and_is_confirmed(tmp_path: Path) -> None:
+    """Five repetitions of real kernel summaries: every kernel slows together from one
+    repetition to the next (drift shared by both sides), the candidate's MoE kernels take 4/5 of
+    the time. Declared: moe decrease, gemm unchanged (the reference)."""
+    from pipeline.assess.campaigns import assess
+    from pipeline.ingest.attempts import ingest
+    from pipeline.store.tables import Store
+    from pipeline.study.stored import write_attempt, write_campaign
+
+    groups = ("moe=fused_moe|Expert", "gemm=cutlass|nvjet")
+    runs = []
+    for rep in range(5):
+        sides: tuple[tuple[Side, Decimal], ...] = (("baseline", Decimal(1)),
+                                                   ("candidate", Decimal("0.8")))  # fmt: skip
+        for side, moe in sides:
+            path = tmp_path / f"{side}-{rep}.csv"
+            _scaled_summary(path, Decimal(1) + Decimal(rep) / 50, moe)
+            seconds = float(sum(kernel_seconds(path).values()))
+            runs.append(import_line("nsys", [str(path)], side=side, repetition=rep,
+                                    metric=seconds, kernel_regions=groups)[0])  # fmt: skip
+    policy = {"decision": "paired", "require_explanation": True, "min_improvement_pct": 1.0,
+              "confidence": 0.95, "resamples": 2000, "seed": 0, "min_pairs": 5}  # fmt: skip
+    root = tmp_path / "attempts"
+    write_campaign(root, "moe", created_at="2026-12-01T10:00:00Z",
+                   metric={"name": "gpu_seconds", "better": "lower"}, policy=policy)  # fmt: skip
+    mechanism = {"hypothesis": "a fused MoE kernel", "expectations": [
+        {"target": "region", "name": "moe", "expect": "decrease"},
+        {"target": "region", "name": "gemm", "expect": "unchanged"}]}  # fmt: skip
+    attempt = {"attempt_id": "r001", "round": 1, "candidate": "fused-moe", "baseline": "main",
+               "status": "completed", "declared_at": "2026-12-01T10:01:00Z",
+               "started_at": "2026-12-01T10:02:00Z"}  # fmt: skip
+    write_attempt(root / "moe", attempt, runs, mechanism=mechanism)
+    store = Store(tmp_path / "store")
+    assert ingest(root, store).exit_code == 0
+    result = assess(store, ["moe"])
+    normalized = {r["name"]: r for r in result.comparisons.iter_rows(named=True)
+                  if r["quantity"] == "region_normalized"}  # fmt: skip
+    assert normalized["moe"]["estimate"] == pytest.approx(1.25, rel=1e-6)
+    assert normalized["moe"]["direction"] == "decrease"
+    assert dict(result.outcomes.select("name", "outcome").iter_rows()) == {
+        "moe": "confirmed", "gemm": "assumed"}  # fmt: skip
+    assert result.assessments.row(0, named=True)["explanation"] == "explained"
