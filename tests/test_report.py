@@ -304,7 +304,7 @@ def test_every_expectation_outcome_is_shown_in_its_attempt(good_html: str) -> No
     for o in OUTCOMES:
         section = article(good_html, o["attempt_id"])
         assert re.search(
-            rf"<td>{o['target']} {o['name']}</td><td>{o['expect']}</td><td><span [^>]*>"
+            rf"<td>{o['target']} {o['name']}: {o['expect']}</td><td><span [^>]*>"
             rf"{o['outcome']}</span>",
             section,
         ), o
@@ -353,9 +353,11 @@ def test_forest_plot_has_a_line_at_one_on_a_log_axis(good_html: str) -> None:
 def test_unverifiable_quantities_are_listed_with_their_reason(good_html: str) -> None:
     section = article(good_html, "r002")
     side = section[section.index("Unverifiable quantities") :]
-    assert "counter kernel_launches</b> — zero_baseline" in side
+    assert ("counter kernel_launches</b> — <span class=\"reason\" title=\"reason code: "
+            'zero_baseline">the baseline value is 0 (no ratio)</span>') in side
     assert "too_few_pairs" in side and "estimate 1.2000" in side
-    assert "region kv_cache</b> — never_appears" in side
+    assert ('region kv_cache</b> — <span class="reason" title="reason code: never_appears">'
+            "never measured in this attempt</span>") in side
     fig = figures(good_html)["plot-attempt-r002"]
     texts = [t for trace in fig["data"] for t in (trace.get("text") or [])]
     assert "unverifiable: zero_baseline" in texts  # also written on the plot, at ratio 1
@@ -669,7 +671,7 @@ def test_example_report_shows_every_attempt_outcome_and_hypothesis(
             marks = outcomes.filter(pl.col("attempt_id") == row["attempt_id"])
             for o in marks.iter_rows(named=True):
                 assert re.search(
-                    rf"<td>{o['target']} {o['name']}</td><td>{o['expect']}</td><td><span [^>]*>"
+                    rf"<td>{o['target']} {o['name']}: {o['expect']}</td><td><span [^>]*>"
                     rf"{o['outcome']}</span>",
                     section,
                 ), o
@@ -698,7 +700,8 @@ def test_example_unverifiable_quantities_are_listed(
             "region_normalized": f"region {name} / ref",
             "counter": f"counter {name}",
         }[row["quantity"]]
-        assert f"<li><b>{label}</b> — {row['reason']} " in side, row
+        words = f'<span class="reason" title="reason code: {row["reason"]}">'
+        assert f"<li><b>{label}</b> — {words}" in side, row
 
 
 def test_example_what_if_matches_assess(

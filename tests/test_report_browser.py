@@ -390,3 +390,40 @@ def test_report_renders_offline_without_errors(
     assert shown in text  # the hypothesis, shown as text
     colours, inked = colour_census(base64.b64decode(small["data"]))
     assert colours >= 16 and inked > 0.05, (colours, inked)
+
+
+TABLES_THAT_OVERFLOW = (  # tables beside the plots whose content is wider than their column
+    "Array.from(document.querySelectorAll('.side .tablewrap'))"
+    ".filter(e => e.scrollWidth > e.clientWidth + 1).length"
+)
+SIDE_TABLES = "document.querySelectorAll('.side .tablewrap').length"
+WRAPPED_TIMES = (  # times drawn on more than one line
+    "Array.from(document.querySelectorAll('.nowrap')).filter(e => e.getClientRects().length > 1)"
+    ".length"
+)
+STRIP_LEGENDS = (  # legend texts of the strip plots, as drawn
+    "Array.from(document.querySelectorAll('[id^=plot-pairs] .legendtext')).map(e => e.textContent)"
+)
+
+
+def test_the_expectations_fit_their_column_and_the_strip_lines_are_named(
+    browser: DevTools, tmp_path: Path
+) -> None:
+    """Issue 20: the expectations table was wider than its column (reason and evidence behind a
+    scrollbar), the creation time wrapped mid-offset, and the strip plot's three lines had no
+    label. Measured in the browser at the test's width, where the column beside the plots is
+    narrowest (below about 1,000 px it moves under the plot and has the whole width)."""
+    page = example_page(tmp_path)
+    session = open_report(browser, page)
+    height = int(browser.evaluate(session, "document.documentElement.scrollHeight"))
+    browser.call("Emulation.setDeviceMetricsOverride", session, deviceScaleFactor=1,
+                 mobile=False, width=VIEWPORT["width"], height=height)  # fmt: skip
+    n_figures = page.read_text(encoding="utf-8").count('<script type="application/json" data-plot=')
+    assert wait_until_plotted(browser, session, n_figures) == n_figures
+    assert int(browser.evaluate(session, SIDE_TABLES)) >= 3
+    assert int(browser.evaluate(session, TABLES_THAT_OVERFLOW)) == 0
+    assert int(browser.evaluate(session, WRAPPED_TIMES)) == 0
+    legends = browser.evaluate(session, STRIP_LEGENDS)
+    assert any(x.startswith("paired estimate ") for x in legends), legends
+    assert "1: no change" in legends and any(x.startswith("gate ×") for x in legends)
+    assert problems(browser.events, page) == []

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import polars as pl
+import pytest
 from assess_fixtures import Attempt, campaign, expect, run, write_store
 
 from pipeline.assess.campaigns import assess
@@ -42,13 +43,27 @@ def test_strip_plot_has_one_dot_per_pair_coloured_by_order(tmp_path: Path) -> No
     page = _page(tmp_path, None)
     figures = {k: json.loads(v) for k, v in FIGURE.findall(page)}
     strip = figures["plot-pairs-r1"]
-    dots = [x for trace in strip["data"] for x in trace["x"]]
+    pairs = [t for t in strip["data"] if t["mode"] == "markers"]
+    dots = [x for trace in pairs for x in trace["x"]]
     assert len(dots) == 8
-    assert {t["name"] for t in strip["data"]} == {"baseline ran first", "candidate ran first"}
-    by_order = {t["name"]: t["x"] for t in strip["data"]}
+    assert {t["name"] for t in pairs} == {"baseline ran first", "candidate ran first"}
+    by_order = {t["name"]: t["x"] for t in pairs}
     # 2.0 / 1.5 s, and the candidate, when second, 3% slower (or the baseline)
     assert all(abs(x - 4 / 3 / 1.03) < 1e-9 for x in by_order["baseline ran first"])
     assert all(abs(x - 4 / 3 * 1.03) < 1e-9 for x in by_order["candidate ran first"])
+
+
+def test_strip_plot_lines_are_named_in_its_legend(tmp_path: Path) -> None:
+    """1, the gate and the paired estimate are vertical lines, each a legend entry with its value
+    (they were unlabelled shapes)."""
+    page = _page(tmp_path, None)
+    strip = {k: json.loads(v) for k, v in FIGURE.findall(page)}["plot-pairs-r1"]
+    lines = {t["name"]: t["x"] for t in strip["data"] if t["mode"] == "lines"}
+    estimate = re.search(r"paired estimate (\d\.\d{4})", " ".join(lines))
+    assert estimate is not None
+    assert lines == {"1: no change": [1.0, 1.0], "gate ×1.01": [1.01, 1.01],
+                     estimate.group(0): [pytest.approx(float(estimate.group(1)), abs=5e-5)] * 2}
+    assert strip["layout"]["showlegend"] is True and "shapes" not in strip["layout"]
 
 
 def test_fraction_order_bias_and_environment_are_shown(tmp_path: Path) -> None:

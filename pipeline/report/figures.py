@@ -524,7 +524,7 @@ def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 # -- per-pair strip plot -------------------------------------------------------------------------
-STRIP_HEIGHT = 150
+STRIP_HEIGHT = 200  # the legend (the dots' colours and the three lines) takes two rows
 _ORDER_MARKS = {True: ("baseline ran first", "#0969da"), False: ("candidate ran first", "#bc4c00"),
                 None: ("order not recorded", "#57606a")}  # fmt: skip
 
@@ -549,20 +549,22 @@ def strip_figure(ratios: pl.DataFrame, *, estimate: float | None, gate: float) -
                               for r, v in zip(part["repetition"], part["ratio"], strict=True)],
                 "marker": {"color": colour, "size": 8, "opacity": 0.8},
             })  # fmt: skip
-    lines = [
-        {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
-         "line": {"color": colour, "width": width, "dash": dash}}
-        for x, colour, width, dash in ((1.0, "#57606a", 1.2, "solid"),
-                                       (gate, "#d4a72c", 1.2, "dot"),
-                                       (estimate, "#1f2328", 2, "solid"))
+    # each line is a trace of its own, so the legend names it (shapes have no legend entry)
+    traces += [
+        {"type": "scatter", "x": [x, x], "y": [-0.8, 0.8], "mode": "lines", "name": name,
+         "hoverinfo": "name", "line": {"color": colour, "width": width, "dash": dash}}
+        for x, name, colour, width, dash in (
+            (1.0, "1: no change", "#57606a", 1.2, "solid"),
+            (gate, f"gate ×{gate:.4g}", "#d4a72c", 1.2, "dot"),
+            (estimate, f"paired estimate {html_number(estimate)}", "#1f2328", 2, "solid"),
+        )
         if x is not None and math.isfinite(x)
     ]  # fmt: skip
     layout = _base_layout(
         height=STRIP_HEIGHT,
-        margin={"l": 10, "r": 10, "t": 10, "b": 40},
+        margin={"l": 10, "r": 10, "t": 52, "b": 40},
         showlegend=True,
-        legend={"orientation": "h", "y": 1.15, "x": 0, "font": {"size": 11}},
-        shapes=lines,
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
         xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
                "title": {"text": "metric ratio of each pair (> 1 = candidate better), log scale",
                          "font": {"size": 11, "color": "#59636e"}}},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -35,6 +36,7 @@ from pipeline.report.style import (
     html_number,
     script_json,
 )
+from pipeline.report.words import reason_html
 from pipeline.version import __version__
 
 TEMPLATE = Path(__file__).with_name("template.html")
@@ -83,6 +85,8 @@ def cell(value: object, column: str) -> str:
         return f'<td class="num">{value}</td>'
     if column == "message":
         return f'<td class="text">{esc(value)}</td>'
+    if column == "reason":
+        return f"<td>{reason_html(str(value))}</td>"
     mono = ' class="mono"' if column.endswith("sha256") or column in ("expected", "actual") else ""
     return f"<td{mono}>{esc(value)}</td>"
 
@@ -93,16 +97,19 @@ def html_table(
     *,
     row_class: Callable[[dict[str, Any]], str] | None = None,
     headers: Mapping[str, str] | None = None,
+    fit: bool = False,
 ) -> str:
+    """``fit``: the cells wrap so that the table fits its column instead of scrolling sideways."""
     head = "".join(f"<th>{esc((headers or {}).get(c, c))}</th>" for c in columns)
     rows = []
     for row in frame.iter_rows(named=True):
         cls = row_class(row) if row_class else ""
         attr = f' class="{cls}"' if cls else ""
         rows.append(f"<tr{attr}>" + "".join(cell(row.get(c), c) for c in columns) + "</tr>")
+    table = '<table class="fit">' if fit else "<table>"
     return (
-        f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f'<div class="tablewrap">{table}'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 
@@ -158,7 +165,7 @@ def summary_html(data: CampaignData) -> str:
             "is better)</span>",
         ),
         _kv("kind", esc(c["kind"])),
-        _kv("created", esc(c["created_at"])),
+        _kv("created", timestamp_html(c["created_at"])),
         _kv("status", status),
     ]
     best = data.assessments.filter(pl.col("best"))
@@ -335,6 +342,16 @@ def _hypothesis_html(hypothesis: str | None) -> str:
     return f'<blockquote class="hypothesis">{esc(hypothesis)}</blockquote>'
 
 
+def timestamp_html(moment: object) -> str:
+    """A time to the second, in UTC, never wrapped: ``2026-11-30 12:35:33 UTC`` (stored times
+    have microseconds and an offset, which only made the line wrap mid-offset)."""
+    if isinstance(moment, datetime):
+        text = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    else:
+        text = "—" if moment is None else str(moment)
+    return f'<span class="nowrap">{esc(text)}</span>'
+
+
 def recording_html(info: Mapping[str, Any]) -> str:
     """How and where the attempt was recorded, when `explain-pipeline round` wrote it."""
     if not info.get("recorder"):
@@ -355,7 +372,7 @@ def _unverifiable_html(rows: pl.DataFrame) -> str:
     if part.is_empty():
         return '<p class="note">none: every quantity has an interval.</p>'
     items = "".join(
-        f"<li><b>{esc(r['label'])}</b> — {esc(r['reason'])} "
+        f"<li><b>{esc(r['label'])}</b> — {reason_html(r['reason'])} "
         f"<span class='null'>(n = {r['n_pairs'] or 0} pairs"
         + (f", estimate {html_number(r['estimate'])}" if r["estimate"] is not None else "")
         + ")</span></li>"
@@ -372,23 +389,23 @@ def _legend_html() -> str:
     return f'<div class="legend">expectation outcomes: {swatches}</div>'
 
 
-def fraction_text(row: Mapping[str, Any]) -> str:
+def fraction_html(row: Mapping[str, Any]) -> str:
     """The explained fraction beside the explanation badge: value [low, high], or why none."""
     if row.get("explained_fraction") is not None:
-        return (
+        return esc(
             f"explains {html_number(row['explained_fraction'])} of the saving "
             f"[{html_number(row['explained_fraction_low'])}, "
             f"{html_number(row['explained_fraction_high'])}]"
         )
     reason = row.get("explained_fraction_reason")
-    return f"explained fraction: {reason}" if reason else ""
+    return f"explained fraction: {reason_html(reason)}" if reason else ""
 
 
 def order_html(row: Mapping[str, Any]) -> str:
     """The order effect: a red badge when it is measurable, else a quiet note (or nothing)."""
     if row.get("order_effect") is None:
         reason = row.get("order_effect_reason")
-        return f" · order effect: {esc(reason)}" if reason else ""
+        return f" · order effect: {reason_html(reason)}" if reason else ""
     text = (
         f"order effect {html_number(row['order_effect'])} [{html_number(row['order_effect_low'])}, "
         f"{html_number(row['order_effect_high'])}]"
@@ -425,12 +442,12 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
     return (
         f'<div class="attempt-head"><h3>Round {row["round"]} · {esc(row["attempt_id"])}</h3>'
         f"{verdict_badge(row['verdict'])} {explanation_badge(row['explanation'])}"
-        + (f"<span class='meta'>{esc(fraction_text(row))}</span>" if fraction_text(row) else "")
+        + (f"<span class='meta'>{fraction_html(row)}</span>" if fraction_html(row) else "")
         + (badge("best", "#d4a72c") if row["best"] else "")
         + what_if_badge
         + f"<span class='meta'>candidate <b>{esc(row['candidate'])}</b> vs baseline "
         f"<b>{esc(info.get('baseline'))}</b> · status {esc(row['status'])}</span></div>"
-        f'<p class="note">{esc(counts)} · verdict reason: {esc(row["reason"] or "—")} · '
+        f'<p class="note">{esc(counts)} · verdict reason: {reason_html(row["reason"])} · '
         f"median {fmt_pct(row['improvement_pct'])} · paired "
         f"{html_number(row['paired_estimate'])} [{html_number(row['paired_low'])}, "
         f"{html_number(row['paired_high'])}]{order_html(row)}</p>" + environment_html(info)
@@ -440,9 +457,19 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
 def _expectations_html(outcomes: pl.DataFrame) -> str:
     if outcomes.is_empty():
         return '<p class="note">no expectations declared.</p>'
+    # four columns that fit beside the plot: what was expected, its outcome, why, and the
+    # comparison it was judged on with the direction measured (forest-plot names: "/ ref")
+    evidence = pl.col("evidence").replace({"region_normalized": "region / ref"})
+    shown = outcomes.with_columns(
+        pl.format("{} {}: {}", "target", "name", "expect").alias("expectation"),
+        pl.when(pl.col("direction").is_null()).then(evidence)
+        .otherwise(pl.format("{}: {}", evidence, "direction")).alias("evidence"),
+    )  # fmt: skip
     return html_table(
-        outcomes.with_columns(pl.format("{} {}", "target", "name").alias("expectation")),
-        ("expectation", "expect", "outcome", "reason", "evidence", "direction"),
+        shown,
+        ("expectation", "outcome", "reason", "evidence"),
+        headers={"evidence": "evidence: direction"},
+        fit=True,
     )
 
 
