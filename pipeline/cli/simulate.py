@@ -186,9 +186,11 @@ def simulate_command(
           --data-seed 1
       explain-pipeline ingest /tmp/sim && explain-pipeline assess --all
     """
+    from pipeline.study.estimate import simulate_estimate
     from pipeline.study.simulate import SCENARIOS, Noise, Order, Scenario, simulate
 
     scenarios = SCENARIOS if scenario == "both" else (cast(Scenario, scenario),)
+    click.echo(simulate_estimate(attempts, repetitions, len(scenarios)), err=True)
     written = simulate(
         out_dir,
         scenarios=scenarios,
@@ -280,7 +282,10 @@ def calibrate_command(
       explain-pipeline calibrate --sequential
     """
     from pipeline.study.calibrate import calibrate, render
-    from pipeline.study.simulate import Noise
+    from pipeline.study.estimate import calibrate_estimate
+    from pipeline.study.simulate import ALL_SCENARIOS, Noise
+
+    click.echo(calibrate_estimate(attempts, repetitions, len(noises), len(ALL_SCENARIOS)), err=True)
 
     if sequential:
         ctx = click.get_current_context()
