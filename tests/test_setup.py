@@ -80,18 +80,40 @@ def test_make_dry_run_of_demo_does_not_install_the_extras(tmp_path: Path) -> Non
 
 # -- long commands say what they cost, before they start ------------------------------------------
 def test_simulate_says_its_size_first_and_the_estimate_holds(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Any run counts as long here, so the small run announces itself like a big one would."""
+    from pipeline.study import estimate
+
+    monkeypatch.setattr(estimate, "LONG_SECONDS", 0.0)
     with pytest.raises(SystemExit) as exc:
         main(["simulate", str(tmp_path / "sim"), "--attempts", "40", "--repetitions", "5,10"])
     assert exc.value.code == 0
-    err = capsys.readouterr().err
-    first = err.splitlines()[0]
+    first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith("simulate: 4 campaigns, 160 attempts, 2,400 runs: about ")
-    from pipeline.study.estimate import SIMULATE_BYTES_PER_RUN
-
     written = sum(p.stat().st_size for p in (tmp_path / "sim").rglob("*") if p.is_file())
-    assert 0.5 < written / (2400 * SIMULATE_BYTES_PER_RUN) < 2  # the rate matches real files
+    assert 0.5 < written / (2400 * estimate.SIMULATE_BYTES_PER_RUN) < 2  # the rate holds
+
+
+@pytest.mark.parametrize("command", ["simulate", "calibrate"])
+def test_a_usage_error_comes_before_the_estimate_and_short_runs_are_quiet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    command: str,
+) -> None:
+    from pipeline.study import estimate
+
+    args = [command, *([str(tmp_path / "sim")] if command == "simulate" else [])]
+    monkeypatch.setattr(estimate, "LONG_SECONDS", 0.0)
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--steps", "0"])
+    assert (exc.value.code, capsys.readouterr().err) == (2, "error: --steps: must be >= 1, got 0\n")
+    monkeypatch.setattr(estimate, "LONG_SECONDS", 10.0)
+    small = ["--attempts", "2", "--repetitions", "5"]
+    if command == "calibrate":
+        small += ["--noise", "lognormal"]
+    with pytest.raises(SystemExit) as exc:
+        main([*args, *small])
+    assert exc.value.code == 0 and capsys.readouterr().err == ""
 
 
 def test_calibrate_estimates_the_default_study_and_offers_a_smaller_one() -> None:

@@ -186,11 +186,9 @@ def simulate_command(
           --data-seed 1
       explain-pipeline ingest /tmp/sim && explain-pipeline assess --all
     """
-    from pipeline.study.estimate import simulate_estimate
     from pipeline.study.simulate import SCENARIOS, Noise, Order, Scenario, simulate
 
     scenarios = SCENARIOS if scenario == "both" else (cast(Scenario, scenario),)
-    click.echo(simulate_estimate(attempts, repetitions, len(scenarios)), err=True)
     written = simulate(
         out_dir,
         scenarios=scenarios,
@@ -200,6 +198,7 @@ def simulate_command(
         model=_model(model),
         noise=cast(Noise, noise),
         order=cast(Order, order),
+        announce=_announce,
     )
     for campaign in written:
         click.echo(f"{campaign.path}: {campaign.attempts} attempts")
@@ -282,10 +281,7 @@ def calibrate_command(
       explain-pipeline calibrate --sequential
     """
     from pipeline.study.calibrate import calibrate, render
-    from pipeline.study.estimate import calibrate_estimate
-    from pipeline.study.simulate import ALL_SCENARIOS, Noise
-
-    click.echo(calibrate_estimate(attempts, repetitions, len(noises), len(ALL_SCENARIOS)), err=True)
+    from pipeline.study.simulate import Noise
 
     if sequential:
         ctx = click.get_current_context()
@@ -308,9 +304,15 @@ def calibrate_command(
         model=_model(model),
         noises=[cast(Noise, n) for n in noises],
         progress=None,
+        announce=_announce,
     )
     click.echo(render(result, fmt), nl=False)
     return ExitCode.OK
+
+
+def _announce(text: str) -> None:
+    """A long run's estimate, on stderr before it starts (pipeline.study.estimate)."""
+    click.echo(text, err=True)
 
 
 COMMANDS: list[click.Command] = [simulate_command, calibrate_command]

@@ -32,7 +32,7 @@ import math
 import sys
 import tempfile
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,6 +46,7 @@ from pipeline.assess.campaigns import assess
 from pipeline.assess.intervals import Method, method_intervals
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.store.tables import Store
+from pipeline.study import estimate
 from pipeline.study.simulate import (
     ALL_SCENARIOS,
     DEFAULT_REPETITIONS,
@@ -114,14 +115,20 @@ def calibrate(
     noises: Sequence[Noise] = NOISES,
     model: Model | None = None,
     progress: bool | None = None,
+    announce: Callable[[str], object] | None = None,
 ) -> Calibration:
     """Simulate and assess every (noise, repetition count, scenario) in a temporary store and
-    count, per interval method. ``progress=None``: a bar on stderr when it is a terminal."""
+    count, per interval method. ``progress=None``: a bar on stderr when it is a terminal.
+    ``announce`` gets the time estimate once the arguments are checked, when the run is long."""
     model = model or Model()
     model.check()
     check_plan(ALL_SCENARIOS, repetitions, attempts, seed)
     if not noises or any(n not in NOISES for n in noises) or len(set(noises)) != len(noises):
         raise UsageError(f"--noise: distinct values among {', '.join(NOISES)}, got {list(noises)}")
+    scenarios = len(ALL_SCENARIOS)
+    seconds = estimate.calibrate_seconds(attempts, repetitions, len(noises) * scenarios)
+    if announce is not None and seconds >= estimate.LONG_SECONDS:
+        announce(estimate.calibrate_estimate(attempts, repetitions, len(noises), scenarios))
     plan = pl.DataFrame(
         [
             (campaign_id(s, r, n), n, r, s)

@@ -17,6 +17,8 @@ SIMULATE_SECONDS_PER_RUN = 0.00007
 SIMULATE_BYTES_PER_RUN = 1500
 CALIBRATE_SECONDS_PER_RUN = 0.00014
 START_SECONDS = 1.0  # start-up and the fixed part of each command
+LONG_SECONDS = 10.0
+"""Commands estimated to take longer say so before they start; shorter ones stay quiet."""
 
 
 def runs(attempts: int, repetitions: Sequence[int], campaigns_per_count: int) -> int:
@@ -37,9 +39,17 @@ def size(n_bytes: float) -> str:
     return f"about {n_bytes / 1e6:,.0f} MB" if n_bytes >= 1e6 else "under 1 MB"
 
 
+def simulate_seconds(attempts: int, repetitions: Sequence[int], scenarios: int) -> float:
+    return START_SECONDS + runs(attempts, repetitions, scenarios) * SIMULATE_SECONDS_PER_RUN
+
+
+def calibrate_seconds(attempts: int, repetitions: Sequence[int], campaigns: int) -> float:
+    return START_SECONDS + runs(attempts, repetitions, campaigns) * CALIBRATE_SECONDS_PER_RUN
+
+
 def simulate_estimate(attempts: int, repetitions: Sequence[int], scenarios: int) -> str:
     n = runs(attempts, repetitions, scenarios)
-    seconds = START_SECONDS + n * SIMULATE_SECONDS_PER_RUN
+    seconds = simulate_seconds(attempts, repetitions, scenarios)
     campaigns = scenarios * len(repetitions)
     return (
         f"simulate: {campaigns} campaigns, {campaigns * attempts:,} attempts, {n:,} runs: "
@@ -52,14 +62,13 @@ def calibrate_estimate(
     attempts: int, repetitions: Sequence[int], noises: int, scenarios: int
 ) -> str:
     n = runs(attempts, repetitions, scenarios * noises)
-    seconds = START_SECONDS + n * CALIBRATE_SECONDS_PER_RUN
+    seconds = calibrate_seconds(attempts, repetitions, scenarios * noises)
     line = (
         f"calibrate: {n:,} simulated runs ({noises} noise families x {len(repetitions)} "
         f"repetition counts x {scenarios} scenarios x {attempts:,} attempts), "
         f"{duration(seconds)} on a 2-core machine"
     )
     if seconds >= 90:
-        n_quick = runs(200, repetitions, scenarios * noises)
-        quick = START_SECONDS + CALIBRATE_SECONDS_PER_RUN * n_quick
+        quick = calibrate_seconds(200, repetitions, scenarios * noises)
         line += f" (--attempts 200: {duration(quick)})"
     return line

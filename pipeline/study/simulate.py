@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import UsageError
 from pipeline.ingest.declare import SIDES
+from pipeline.study import estimate
 from pipeline.study.stored import write_attempt, write_campaign
 
 if TYPE_CHECKING:  # imported where used: the command line builds its options from Model
@@ -384,11 +385,14 @@ def simulate(
     model: Model | None = None,
     noise: Noise = "lognormal",
     order: Order = "baseline_first",
+    announce: Callable[[str], object] | None = None,
 ) -> list[SimulatedCampaign]:
     """Write one campaign per (scenario, repetition count) under ``out_dir``.
 
     Existing campaign folders are never overwritten (stale attempts of an earlier, larger run
-    would otherwise be mixed in): the whole call is refused before anything is written."""
+    would otherwise be mixed in): the whole call is refused before anything is written.
+    ``announce`` gets the size and time estimate once the arguments are checked, when the run
+    is long (pipeline.study.estimate)."""
     model = model or Model()
     model.check()
     check_plan(scenarios, repetitions, attempts, seed)
@@ -397,6 +401,9 @@ def simulate(
         folder = out_dir / campaign_id(scenario, reps, noise)
         if folder.exists():
             raise UsageError(f"{folder}: already exists; remove it or choose another OUT_DIR")
+    seconds = estimate.simulate_seconds(attempts, repetitions, len(scenarios))
+    if announce is not None and seconds >= estimate.LONG_SECONDS:
+        announce(estimate.simulate_estimate(attempts, repetitions, len(scenarios)))
     out_dir.mkdir(parents=True, exist_ok=True)
     return [
         write_simulated_campaign(out_dir, s, r, attempts=attempts, seed=seed, model=model,
