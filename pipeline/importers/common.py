@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 import re
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import ExitCode, ExplainError
 from pipeline.ingest.files import GiB, InputFileError, read_regular
@@ -183,15 +185,23 @@ def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
         raise fail(path, None, f"cannot read the file: {exc.strerror or exc}") from None
 
 
-def read_json_bytes(path: Path) -> bytes:
-    """The bytes of a JSON file, gzip-compressed or not (the Kineto and suite formats)."""
+def read_json(path: Path, encoding: str = "utf-8", **options: Any) -> Any:
+    """The JSON document of a file, gzip-compressed or not (the Kineto and suite formats);
+    ``options`` go to ``json.loads`` (e.g. ``parse_float=Decimal``)."""
     raw = read_input(path)
-    if raw[:2] != b"\x1f\x8b":
-        return raw
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
     try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
+        return json.loads(raw.decode(encoding), **options)
+    except UnicodeDecodeError:
+        raise fail(path, None, "expected UTF-8 JSON, got undecodable bytes") from None
+    except json.JSONDecodeError as exc:
+        raise fail(
+            path, exc.lineno, f"expected JSON, got {exc.msg} at column {exc.colno}"
+        ) from None
 
 
 def read_text(path: Path) -> str:

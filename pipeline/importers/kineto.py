@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.importers import Imported, ImportOptions, InputFile
-from pipeline.importers.common import ImportFormatError, fail, quoted, read_json_bytes
+from pipeline.importers.common import ImportFormatError, fail, quoted, read_json
 from pipeline.importers.kineto_stream import read_events
 from pipeline.importers.naming import (
     API_SUFFIX,
@@ -86,15 +86,7 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
 
 
 def _load(path: Path) -> Any:
-    raw = read_json_bytes(path)
-    try:
-        return json.loads(raw.decode("utf-8"), parse_float=Decimal)
-    except UnicodeDecodeError:
-        raise fail(path, None, "expected UTF-8 JSON, got undecodable bytes") from None
-    except json.JSONDecodeError as exc:
-        raise fail(
-            path, exc.lineno, f"expected JSON, got {exc.msg} at column {exc.colno}"
-        ) from None
+    return read_json(path, parse_float=Decimal)
 
 
 def _events(path: Path, doc: Any) -> list[Any]:

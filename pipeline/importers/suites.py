@@ -20,7 +20,6 @@ names. A benchmark the harness reports as failed fails the whole run: a missing 
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -31,7 +30,7 @@ from typing import Any
 
 from pipeline.errors import UsageError
 from pipeline.importers import SUITE_FORMATS, Imported, ImportOptions, InputFile
-from pipeline.importers.common import TIME_UNITS, fail, quoted, read_json_bytes
+from pipeline.importers.common import TIME_UNITS, fail, quoted, read_json
 
 STEP = "all"  # a flat breakdown is the one step "all" (contract §2.4)
 COUNTER_SEPARATOR = ":"  # counter "BENCHMARK:NAME"
@@ -65,20 +64,9 @@ def _constant(token: str) -> Decimal:
 
 def load(path: Path) -> Any:
     """The JSON document of ``path`` (gzip-compressed or not), numbers as exact Decimals."""
-    raw = read_json_bytes(path)
-    try:
-        return json.loads(
-            raw.decode("utf-8-sig"),
-            parse_float=Decimal,
-            parse_int=Decimal,
-            parse_constant=_constant,
-        )
-    except UnicodeDecodeError:
-        raise fail(path, None, "expected UTF-8 JSON, got undecodable bytes") from None
-    except json.JSONDecodeError as exc:
-        raise fail(
-            path, exc.lineno, f"expected JSON, got {exc.msg} at column {exc.colno}"
-        ) from None
+    return read_json(
+        path, "utf-8-sig", parse_float=Decimal, parse_int=Decimal, parse_constant=_constant
+    )
 
 
 def clean_name(text: str) -> str:
