@@ -399,6 +399,17 @@ def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -
     return spec.conform(frame).sort("campaign_id", "round", "attempt_id").collect()
 
 
+def assess_tables(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Assessments and comparisons of input tables held in memory (no store, nothing reused or
+    written; integrity is not checked): the same stages as ``assess``, for ``round
+    --until-decided``, which decides after each block whether to go on."""
+    campaigns = tables["campaigns"].with_columns(pl.col("interval").fill_null("percentile"))
+    names = ("attempts", "samples", "breakdown", "counters", "expectations")
+    inputs = quantities.Inputs(campaigns=campaigns.lazy(), **{n: tables[n].lazy() for n in names})
+    got = _compute(inputs)
+    return _assessments(tables["attempts"], got, campaigns), got.comparisons
+
+
 # -- writing -------------------------------------------------------------------------------------
 def _changed_campaigns(
     new: pl.DataFrame, previous: pl.DataFrame, recomputed: set[str], store: Store

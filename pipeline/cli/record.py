@@ -246,6 +246,13 @@ def run_options(function: Any) -> Any:
                      help="--trace: keep only regions whose whole name matches."),
         click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
                      help="--trace: rename a region or counter (repeatable)."),
+        click.option("--until-decided", is_flag=True, default=False,
+                     help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
+                     "at PASS, at futility or at --max-repetitions (needs a campaign frozen "
+                     "with --decision paired --interval sequential_t)."),
+        click.option("--max-repetitions", type=declared_range("attempt", "sequential",
+                     "max_pairs"), default=40, show_default=True,
+                     help="--until-decided: the most repetitions (even)."),
     ]  # fmt: skip
     for option in reversed(options):
         function = option(function)
@@ -300,7 +307,8 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
                   candidate_cmd: str, attempt_id: str | None, repetitions: int, warmup: int,
                   mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
                   trace: str | None, step_pattern: str | None, region_pattern: str | None,
-                  renames: tuple[str, ...], measure: MeasureOptions) -> int:  # fmt: skip
+                  renames: tuple[str, ...], until_decided: bool, max_repetitions: int,
+                  measure: MeasureOptions) -> int:  # fmt: skip
     """Record one round of the campaign in FOLDER: both commands run once per repetition, in
     a balanced, shuffled order, each run a fresh process.
 
@@ -313,7 +321,9 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
     failed; a failed round (no usable pair) exits 6. Ctrl-C leaves an aborted attempt that
     ingest accepts (exit 130). Every run also records rusage.* counters (CPU time, peak RSS,
     faults, context switches). With --measure the command runs a benchmark suite that
-    writes its results to {results}. See docs/record.md and docs/suites.md.
+    writes its results to {results}. With --until-decided the round stops as soon as it is
+    decided (PASS, or PASS out of reach), at most --max-repetitions. See docs/record.md and
+    docs/suites.md.
 
     \b
     Example:
@@ -325,15 +335,20 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
           --measure pytest-benchmark \\
           --baseline-cmd "pytest bench/ --benchmark-only --benchmark-json={results}" \\
           --candidate-cmd "pytest bench-fast/ --benchmark-only --benchmark-json={results}"
+      explain-pipeline round attempts/seq --baseline main --candidate float32 \
+          --baseline-cmd "python data/measure_numpy.py" \
+          --candidate-cmd "python data/measure_numpy.py --dtype float32" --until-decided
     """
     from pipeline.record.rounds import RoundRequest, record_round
 
+    _one_count(until_decided)
     request = RoundRequest(
         folder, candidate=candidate, baseline=baseline, baseline_cmd=baseline_cmd,
         candidate_cmd=candidate_cmd, repetitions=repetitions, warmup=warmup,
         mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout,
         attempt_id=attempt_id,
         trace=_trace_options(trace, step_pattern, region_pattern, renames), measure=measure,
+        until_decided=until_decided, max_repetitions=max_repetitions,
     )  # fmt: skip
     result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
     click.echo(render_round(result))
@@ -344,6 +359,23 @@ def _warn(text: str) -> None:
     click.echo(text, err=True)
 
 
+def _one_count(until_decided: bool) -> None:
+    """-n and --until-decided ask two things of the same round: refused rather than one
+    silently ignored; --max-repetitions without --until-decided likewise."""
+    from click.core import ParameterSource
+
+    from pipeline.errors import UsageError
+
+    ctx = click.get_current_context()
+    given = {name: ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+             for name in ("repetitions", "max_repetitions")}  # fmt: skip
+    if until_decided and given["repetitions"]:
+        raise UsageError("--repetitions/-n and --until-decided: give one (with --until-decided "
+                         "the round stops when decided, at most --max-repetitions)")  # fmt: skip
+    if given["max_repetitions"] and not until_decided:
+        raise UsageError("--max-repetitions needs --until-decided (else use --repetitions/-n)")
+
+
 def render_round(result: RoundResult) -> str:
     counts = "; ".join(
         f"{side} {result.count(side, 'ok')} ok, {result.count(side, 'failed')} failed"
@@ -352,12 +384,36 @@ def render_round(result: RoundResult) -> str:
     first = sum(1 for x in result.lines if x["side"] == "baseline" and x["order"] == 0)
     total = len({x["repetition"] for x in result.lines})
     stopped = f" (stopped: {result.stopped})" if result.stopped else ""
+    until = sequential_line(result)
     return (
         f"round {result.round} ({result.attempt_id}): {result.status}{stopped}\n"
         f"  {counts}; {result.n_pairs} pairs\n"
-        f"  order seed {result.order_seed}: baseline first in {first} of {total} repetitions\n"
+        + (f"  {until}\n" if until else "")
+        + f"  order seed {result.order_seed}: baseline first in {first} of {total} repetitions\n"
         f"  {result.folder} (runs.log: every run, failures with their stderr)"
     )
+
+
+STOPS = {
+    "pass": "PASS reached",
+    "futility": "PASS out of reach by the maximum (futility)",
+    "max": "the maximum reached",
+    "interrupted": "stopped before a decision",
+}
+
+
+def sequential_line(result: RoundResult) -> str | None:
+    """--until-decided: why the round stopped, after which looks, and the verdict there."""
+    plan = result.sequential
+    if plan is None:
+        return None
+    looks = ", ".join(str(n) for n in plan["looks"]) or "none"
+    row = result.decision
+    verdict = f"; verdict there {_verdict(row)}" if row is not None else ""
+    repetitions = len({x["repetition"] for x in result.lines})
+    return (f"until decided: {STOPS[plan['stopped']]} at {repetitions} repetitions "
+            f"(pairs at each look: {looks}; looks from {plan['first_look']} every "
+            f"{plan['look_every']}, at most {plan['max_pairs']}){verdict}")  # fmt: skip
 
 
 # -- ab ---------------------------------------------------------------------------------------
@@ -383,9 +439,9 @@ def render_round(result: RoundResult) -> str:
 @click.option(
     "--interval",
     type=declared_choice("campaign", "policy", "interval"),
-    default=AB_INTERVAL,
-    show_default=True,
-    help="Interval method (student_t: the calibrated one, docs/calibration.md).",
+    default=None,
+    help=f"Interval method (default {AB_INTERVAL}, the calibrated one, docs/calibration.md; "
+    "with --until-decided the one valid under early stopping).",
 )
 @click.option(
     "--min-improvement-pct",
@@ -414,9 +470,9 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
                mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
                trace: str | None, step_pattern: str | None, region_pattern: str | None,
                renames: tuple[str, ...], decision: str, require_explanation: bool,
-               interval: str, min_improvement_pct: float, metric: str, better: str,
-               keep: Path | None, measure: MeasureOptions, fmt: str,
-               junit: Path | None) -> int:  # fmt: skip
+               until_decided: bool, max_repetitions: int, interval: str | None,
+               min_improvement_pct: float, metric: str, better: str, keep: Path | None,
+               measure: MeasureOptions, fmt: str, junit: Path | None) -> int:  # fmt: skip
     """Is B better than A? One round of both commands in a throw-away campaign, then the
     verdict, the paired interval, the order effect and the explanation. Exit 0 when the
     verdict is PASS, 5 when it is not: usable as a CI gate.
@@ -435,9 +491,15 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
           "pytest old/ --benchmark-only --benchmark-json={results}" \\
           "pytest new/ --benchmark-only --benchmark-json={results}"
       explain-pipeline ab "python old.py" "python new.py" --format markdown --junit ab.xml
+      explain-pipeline ab "python old.py" "python new.py" --until-decided
     """
     from pipeline.record.campaign import ab
 
+    _one_count(until_decided)
+    if interval is None:
+        from pipeline.assess.sequential import METHOD
+
+        interval = METHOD if until_decided else AB_INTERVAL
     policy = {"decision": decision, "require_explanation": require_explanation,
               "min_improvement_pct": min_improvement_pct, "interval": interval}  # fmt: skip
     result = ab(
@@ -446,6 +508,7 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
         order_seed=order_seed, timeout=timeout,
         trace=_trace_options(trace, step_pattern, region_pattern, renames), keep=keep,
         progress=sys.stderr.isatty(), warn=_warn, measure=measure,
+        until_decided=until_decided, max_repetitions=max_repetitions,
     )  # fmt: skip
     from pipeline.cli.ci import ab_markdown, emit_ci
 
@@ -519,6 +582,9 @@ def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
     out.append(f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
                f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
                f"{recorded.order_seed}")  # fmt: skip
+    until = sequential_line(recorded)
+    if until:
+        out.append(until)
     if result.final.assess.blocked.height or row is None:
         out.append("no verdict (see the errors above)")
         return "\n".join(out) + "\n"

@@ -421,6 +421,19 @@ def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.D
     return out
 
 
+def attempt_tables(
+    campaign: Document, files: AttemptFiles, mode: ReadMode = "fast"
+) -> tuple[dict[str, pl.DataFrame], list[Issue]]:
+    """The input tables (campaigns and the per-attempt ones) that ingest would store for one
+    attempt, built in memory from its files' bytes, with no store: what ``round
+    --until-decided`` assesses after each block. The issues when the attempt is rejected."""
+    cid = files.folder.parent.name
+    run = _Run()
+    mine = _Campaign(cid, campaign, True, {}, [files.folder], run)
+    rows = _validate_batch([(mine, files, False)], mode)
+    return {"campaigns": campaign_frame(cid, campaign), **rows}, run.issues
+
+
 def _unmeasured(
     rows: dict[str, pl.DataFrame], folders: dict[tuple[str, str], Path]
 ) -> list[tuple[tuple[str, str], Issue]]:

@@ -14,7 +14,7 @@ from pipeline.errors import UsageError
 from pipeline.ingest.declare import schema_id
 from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
 from pipeline.policy import policy_sha256, with_defaults
-from pipeline.record import DEFAULT_TIMEOUT
+from pipeline.record import DEFAULT_TIMEOUT, until
 from pipeline.record.measure import MeasureOptions
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
 from pipeline.record.runner import TraceOptions, now, timestamp
@@ -127,6 +127,8 @@ def ab(
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
     measure: MeasureOptions | None = None,
+    until_decided: bool = False,
+    max_repetitions: int = until.DEFAULT_MAX,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
     candidate, then its assessment. The throw-away folder is deleted only when the round
@@ -152,7 +154,11 @@ def ab(
         timeout=timeout,
         trace=trace,
         measure=measure or MeasureOptions(),
+        until_decided=until_decided,
+        max_repetitions=max_repetitions,
     )
+    if until_decided:  # refused before the campaign folder is made
+        until.check_campaign(policy or {}, "ab's campaign would freeze")
     try:
         campaign = start_campaign(folder, metric=metric, better=better, policy=policy)
         recorded = record_round(request, progress=progress, warn=warn)

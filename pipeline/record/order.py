@@ -47,6 +47,22 @@ def schedule(n: int, seed: int) -> list[Slot]:
     return slots
 
 
+def block_schedule(blocks: int, seed: int) -> list[Slot]:
+    """The runs of ``blocks`` blocks of two repetitions (``round --until-decided``): in block
+    ``j`` (repetitions ``2j`` and ``2j + 1``) repetition ``2j + f[j]`` runs the baseline first
+    and the other the candidate first, ``f = Generator(PCG64(order_seed)).integers(0, 2,
+    blocks)``. Every block is balanced, so the round is balanced wherever it stops, and the
+    first blocks do not depend on how many there may be (a prefix of a longer draw)."""
+    first = np.random.Generator(np.random.PCG64(seed)).integers(0, 2, size=blocks)
+    slots = []
+    for block, f in enumerate(first.tolist()):
+        for repetition in (2 * block, 2 * block + 1):
+            b_first = repetition == 2 * block + f
+            pair: tuple[Side, Side] = SIDES if b_first else (SIDES[1], SIDES[0])
+            slots += [Slot(repetition, side, order) for order, side in enumerate(pair)]
+    return slots
+
+
 def warmup_sides(k: int) -> list[Side]:
     """``k`` warm-up runs per side, alternating, baseline first (not recorded)."""
     return [SIDES[i % 2] for i in range(2 * k)]

@@ -21,6 +21,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,9 +44,16 @@ from pipeline.ingest.validate import (
     validate_document,
 )
 from pipeline.policy import policy_sha256
-from pipeline.record import DEFAULT_TIMEOUT, environment
+from pipeline.record import DEFAULT_TIMEOUT, environment, until
 from pipeline.record.measure import MeasureOptions, check_options, describe
-from pipeline.record.order import Side, Slot, random_seed, schedule, warmup_sides
+from pipeline.record.order import (
+    Side,
+    Slot,
+    block_schedule,
+    random_seed,
+    schedule,
+    warmup_sides,
+)
 from pipeline.record.runner import (
     RunResult,
     RunSettings,
@@ -86,6 +94,8 @@ class RoundRequest:
     attempt_id: str | None = None
     trace: TraceOptions | None = None
     measure: MeasureOptions = field(default_factory=MeasureOptions)
+    until_decided: bool = False
+    max_repetitions: int = until.DEFAULT_MAX  # with until_decided, instead of repetitions
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,8 @@ class RoundResult:
     order_seed: int
     lines: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None  # why the round ended before its last repetition, if it did
+    sequential: dict[str, Any] | None = None  # --until-decided: attempt.json's sequential object
+    decision: dict[str, Any] | None = None  # --until-decided: the last look's assessments row
 
     def count(self, side: Side, status: str) -> int:
         return sum(1 for x in self.lines if x["side"] == side and x["status"] == status)
@@ -210,7 +222,12 @@ def _parse(text: str | None) -> datetime | None:
 
 
 def _create(
-    request: RoundRequest, attempt_id: str, number: int, seed: int, mechanism: bytes | None
+    request: RoundRequest,
+    attempt_id: str,
+    number: int,
+    seed: int,
+    mechanism: bytes | None,
+    extra: dict[str, Any],
 ) -> _Attempt:
     """Assemble the attempt folder under a hidden name, then rename it into place."""
     final = request.campaign_dir / attempt_id
@@ -232,7 +249,8 @@ def _create(
             document["started_at"] = timestamp(_after(declared))
         else:
             document["started_at"] = timestamp(now())
-        document |= {"order_seed": seed, "recorder": RECORDER, "environment": environment.capture()}
+        document |= {"order_seed": seed, "recorder": RECORDER, "environment": environment.capture(),
+                     **extra}
         write_atomic(staging / MEASUREMENTS_FILE, b"")
         write_atomic(staging / ATTEMPT_FILE, dump_json(document))
         staging.rename(final)
@@ -336,6 +354,45 @@ def _first_failure(label: str, side: Side, result: RunResult, log_path: Path) ->
             f"  every run is logged in {log_path}")  # fmt: skip
 
 
+@dataclass
+class _Decider:
+    """--until-decided: after each block from the first look, the round assessed in memory;
+    attempt.json keeps the looks taken (``stopped: interrupted`` until the round ends)."""
+
+    plan: until.Plan
+    campaign: Document
+    attempt: _Attempt
+    mechanism: bytes | None
+    looks: list[int] = field(default_factory=list)
+    last: until.Look | None = None
+
+    def after(self, lines: list[dict[str, Any]], repetitions: int, log: TextIO) -> bool:
+        """True when the round stops after ``repetitions`` repetitions."""
+        if not self.plan.is_look(repetitions):
+            return False
+        clock = time.perf_counter()
+        found = until.look(self.plan, self.campaign, self.attempt.folder, self.attempt.document,
+                           lines, self.mechanism, self.looks, _pairs(lines))  # fmt: skip
+        self.looks.append(found.pairs)
+        self.last = found
+        self.mark(found.stop or "interrupted")
+        verdict = found.row["verdict"] + (f" ({found.row['reason']})" if found.row["reason"]
+                                          else "")  # fmt: skip
+        log.write(f"{timestamp(now())}  look {len(self.looks)} at {found.pairs} pairs: "
+                  f"{verdict}; {_going(found.stop)} (look took "
+                  f"{time.perf_counter() - clock:.3f} s)\n")  # fmt: skip
+        log.flush()
+        return found.stop is not None
+
+    def mark(self, stopped: until.Stopped) -> None:
+        self.attempt.document["sequential"] = self.plan.document(list(self.looks), stopped)
+        self.attempt.write()
+
+
+def _going(stop: str | None) -> str:
+    return "go on" if stop is None else f"stop ({stop})"
+
+
 def _execute_runs(
     attempt: _Attempt,
     settings: RunSettings,
@@ -344,6 +401,7 @@ def _execute_runs(
     scratch: Path,
     bar: tqdm,
     watch: _Watch,
+    decider: _Decider | None = None,
 ) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
     folder = scratch / "run"
@@ -374,6 +432,9 @@ def _execute_runs(
             shown = f"{result.metric:.4g}" if result.metric is not None else "failed"
             bar.set_postfix_str(f"rep {slot.repetition} {slot.side} {shown}", refresh=False)
             bar.update(1)
+            pair_done = slot.order == 1 and not watch.stopped
+            if decider and pair_done and decider.after(lines, slot.repetition + 1, log):
+                break
         if watch.stopped:
             log.write(f"{timestamp(now())}  stopped: {watch.stopped}; the attempt is failed\n")
     return lines
@@ -401,8 +462,14 @@ def record_round(
                            measure=request.measure)  # fmt: skip
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)
-    slots = schedule(request.repetitions, seed)
-    attempt = _create(request, attempt_id, number, seed, mechanism)
+    plan = _plan(request, campaign)
+    if plan is None:
+        slots, extra = schedule(request.repetitions, seed), {}
+    else:
+        slots = block_schedule(plan.max_pairs // until.BLOCK, seed)
+        extra = {"sequential": plan.document([], "interrupted")}
+    attempt = _create(request, attempt_id, number, seed, mechanism, extra)
+    decider = None if plan is None else _Decider(plan, campaign, attempt, mechanism)
     total = len(slots) + 2 * request.warmup
     bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="run",
                desc=f"round {attempt_id}", leave=False)  # fmt: skip
@@ -410,7 +477,8 @@ def record_round(
     watch = _Watch(attempt.folder / RUNS_LOG, _beside(bar, warn or (lambda text: None)))
     try:
         with bar, _sigterm_interrupts():
-            lines = _execute_runs(attempt, settings, request, slots, scratch, bar, watch)
+            lines = _execute_runs(attempt, settings, request, slots, scratch, bar, watch,
+                                  decider)  # fmt: skip
     except KeyboardInterrupt:
         with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
             log.write(f"{timestamp(now())}  interrupted: the attempt stays aborted\n")
@@ -421,9 +489,23 @@ def record_round(
         shutil.rmtree(scratch, ignore_errors=True)
     usable = _pairs(lines) and watch.stopped is None
     attempt.document["status"] = "completed" if usable else "failed"
+    if decider is not None and decider.last is not None and decider.last.stop is not None:
+        decider.mark(decider.last.stop)  # written with the status below, in one write
     attempt.write()
     status = attempt.document["status"]
-    return RoundResult(attempt.folder, attempt_id, number, status, seed, lines, watch.stopped)
+    last = decider.last if decider is not None else None
+    return RoundResult(attempt.folder, attempt_id, number, status, seed, lines, watch.stopped,
+                       attempt.document.get("sequential"),
+                       last.row if last is not None else None)  # fmt: skip
+
+
+def _plan(request: RoundRequest, campaign: Document) -> until.Plan | None:
+    """--until-decided: the campaign must allow it (a usage error before anything runs)."""
+    if not request.until_decided:
+        return None
+    source = f"{request.campaign_dir / 'campaign.json'} freezes"
+    until.check_campaign(campaign.data["policy"], source)
+    return until.plan_for(campaign.data["policy"], request.max_repetitions)
 
 
 def _beside(bar: tqdm, warn: Callable[[str], None]) -> Callable[[str], None]:

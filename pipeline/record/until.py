@@ -1,0 +1,163 @@
+"""``round --until-decided``: run pairs in blocks, assess after each block, stop when decided.
+
+A round runs blocks of two repetitions, one baseline-first and one candidate-first (which of the
+two is drawn from the order seed: ``order.block_schedule``). From the first planned look on,
+after every block the round so far is assessed in memory with the campaign's frozen policy,
+exactly as ``assess`` would assess it (``ingest.attempts.attempt_tables`` then
+``assess.campaigns.assess_tables``), and the round stops:
+
+- ``pass``: the verdict is PASS (with ``require_explanation`` that already needs ``explained``);
+- ``futility``: ``assess.sequential.futile`` on the metric's log-ratios: PASS is out of reach by
+  the maximum (it only ever stops without PASS, so it cannot raise the false-PASS rate);
+- ``max``: the maximum number of repetitions is reached.
+
+Only a campaign that freezes ``decision: paired`` and ``interval: sequential_t`` may do this:
+looking after every block at a fixed-n interval and stopping at its first PASS passes far more
+often than its nominal rate (``sequential.PEEKING_FALSE_PASS``), and the median rule has no
+interval at all. attempt.json carries the plan and the looks (``sequential``), so assess reads
+the same schedule and an interrupted round says ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pipeline.atomic import dump_json, dump_lines
+from pipeline.errors import ExplainError, UsageError
+from pipeline.ingest.declare import bounds
+from pipeline.ingest.validate import ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE, Document
+from pipeline.policy import with_defaults
+
+Stopped = Literal["pass", "futility", "max", "interrupted"]
+BLOCK = 2
+"""Repetitions per block: one baseline-first, one candidate-first, so every block is balanced."""
+FIRST_LOOK = 6
+"""Repetitions at the first look (at least the campaign's min_pairs, rounded up to a block)."""
+DEFAULT_MAX = 40
+"""Default --max-repetitions: the schedule behind the calibration of sequential_t's targets."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planned looks, in pairs: first_look, first_look + look_every, ..., max_pairs."""
+
+    first_look: int
+    look_every: int
+    max_pairs: int
+
+    def document(self, looks: list[int], stopped: Stopped) -> dict[str, Any]:
+        """attempt.json's ``sequential`` object."""
+        return {"first_look": self.first_look, "look_every": self.look_every,
+                "max_pairs": self.max_pairs, "looks": looks, "stopped": stopped}  # fmt: skip
+
+    def is_look(self, repetitions: int) -> bool:
+        return repetitions >= self.first_look and (repetitions - self.first_look) % BLOCK == 0
+
+
+def check_campaign(policy: dict[str, Any], source: str) -> None:
+    """A usage error unless the policy is valid under early stopping; ``source`` says where it
+    comes from (``attempts/x/campaign.json freezes``, ``ab's campaign would freeze``)."""
+    from pipeline.assess import sequential
+
+    policy = with_defaults(policy)
+    method, advice = policy["interval"], f"--decision paired --interval {sequential.METHOD}"
+    if method != sequential.METHOD:
+        rate = sequential.PEEKING_FALSE_PASS.get(method)
+        measured = (
+            f"; stopping at the first PASS of {method} after every block passes {rate:.1%} of "
+            "rounds whose true gain equals the gate, where 2.5% is intended" if rate else ""
+        )
+        raise UsageError(
+            f"--until-decided: {source} interval {method}, which is not valid under early "
+            f"stopping{measured} (use {advice})"
+        )
+    if policy["decision"] != "paired":
+        raise UsageError(
+            f"--until-decided: {source} decision {policy['decision']}; only the paired rule's "
+            f"interval is valid under early stopping (use {advice})"
+        )
+
+
+def plan_for(policy: dict[str, Any], max_repetitions: int) -> Plan:
+    """The plan of a round with at most ``max_repetitions`` (a usage error when it cannot be)."""
+    first = max(FIRST_LOOK, BLOCK * math.ceil(int(with_defaults(policy)["min_pairs"]) / BLOCK))
+    spec = bounds("attempt", "sequential", "max_pairs")
+    problem = spec.problem(max_repetitions)
+    if problem is not None:
+        raise UsageError(f"--max-repetitions {problem}, got {max_repetitions}")
+    if max_repetitions % BLOCK or max_repetitions < first:
+        raise UsageError(
+            f"--max-repetitions must be even (blocks of {BLOCK} repetitions) and at least the "
+            f"first look, {first} repetitions; got {max_repetitions}"
+        )
+    return Plan(first, BLOCK, max_repetitions)
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look found: the pairs, the verdict row, and the reason to stop (None: go on)."""
+
+    pairs: int
+    row: dict[str, Any]
+    stop: Stopped | None
+
+
+def look(
+    plan: Plan,
+    campaign: Document,
+    folder: Path,
+    attempt: dict[str, Any],
+    lines: list[dict[str, Any]],
+    mechanism: bytes | None,
+    looks: list[int],
+    pairs: int,
+) -> Look:
+    """Assess the round so far (``pairs`` pairs; as completed, with this look added) and
+    decide."""
+    from pipeline.assess.campaigns import assess_tables
+    from pipeline.ingest.attempts import attempt_tables
+    from pipeline.ingest.validate import AttemptFiles
+
+    document = {**attempt, "status": "completed",
+                "sequential": plan.document([*looks, pairs], "max")}  # fmt: skip
+    bodies = {ATTEMPT_FILE: dump_json(document), MEASUREMENTS_FILE: dump_lines(lines)}
+    if mechanism is not None:
+        bodies[MECHANISM_FILE] = mechanism
+    tables, issues = attempt_tables(campaign, AttemptFiles(folder, bodies))
+    if issues:  # the recorder wrote these files itself: a bug, not the user's input
+        raise ExplainError("\n".join(str(i) for i in issues))
+    assessments, comparisons = assess_tables(tables)
+    row = assessments.row(0, named=True)
+    if row["verdict"] == "PASS":
+        return Look(pairs, row, "pass")
+    if _futile(plan, campaign, row, comparisons):
+        return Look(pairs, row, "futility")
+    return Look(pairs, row, "max" if pairs >= plan.max_pairs else None)
+
+
+def _futile(plan: Plan, campaign: Document, row: dict[str, Any], comparisons: Any) -> bool:
+    """``sequential.futile`` on the metric: its mean log-ratio and spread are read back from
+    the sequential_t interval assess computed (``ln low = m - c s / sqrt(n)``), so the pairs
+    are formed once, by assess."""
+    from pipeline.assess import sequential
+
+    metric = comparisons.filter(comparisons["quantity"] == "metric")
+    if metric.is_empty() or metric["method"][0] != sequential.METHOD:
+        return False  # no interval yet, or a vanished candidate (not a t interval): go on
+    n, estimate = int(metric["n_pairs"][0]), metric["estimate"][0]
+    low, high = metric["low"][0], metric["high"][0]
+    if not all(math.isfinite(v) and v > 0 for v in (estimate, low, high)):
+        return False
+    policy = with_defaults(campaign.data["policy"])
+    confidence = float(policy["confidence"])
+    c = sequential.boundary(plan.first_look, plan.look_every, plan.max_pairs, confidence)
+    sd = (math.log(high) - math.log(low)) / 2 * math.sqrt(n) / c
+    gate = 1 + float(policy["min_improvement_pct"]) / 100
+    return sequential.futile(
+        n, math.log(estimate), sd, gate=gate, first_look=plan.first_look,
+        look_every=plan.look_every, max_pairs=plan.max_pairs, confidence=confidence,
+    )  # fmt: skip
+

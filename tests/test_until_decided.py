@@ -1,0 +1,178 @@
+"""round/ab --until-decided with real processes (docs/record.md, "Stopping when decided")."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.assess import sequential
+from pipeline.assess.campaigns import assess
+from pipeline.cli import main
+from pipeline.ingest.attempts import ingest
+from pipeline.record.order import SIDES, block_schedule
+from pipeline.store.tables import Store
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+FAST, SLOW = "sleep 0.05", "sleep 0.5"  # a 10x real effect, far beyond any timing noise
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+def start(folder: Path, capsys: pytest.CaptureFixture[str], *policy: str) -> Path:
+    code, _, err = run_main(["campaign", "start", str(folder), "--metric", "seconds", *policy],
+                            capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    return folder
+
+
+def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
+    return ["round", str(folder), "--baseline", "a", "--candidate", "b", "--baseline-cmd",
+            baseline, "--candidate-cmd", candidate, "--warmup", "0", *extra]  # fmt: skip
+
+
+SEQUENTIAL = ("--decision", "paired", "--interval", sequential.METHOD)
+
+
+def attempt_json(folder: Path) -> dict:
+    return json.loads((folder / "attempt.json").read_text())
+
+
+# -- the order of a round run in blocks -------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2**40 + 7])
+def test_every_block_is_balanced_and_a_prefix_of_a_longer_round(seed: int) -> None:
+    slots = block_schedule(20, seed)
+    assert [s.repetition for s in slots] == [r for r in range(40) for _ in SIDES]
+    first = {s.repetition for s in slots if s.side == "baseline" and s.order == 0}
+    for block in range(20):
+        assert len(first & {2 * block, 2 * block + 1}) == 1  # one baseline-first per block
+    assert block_schedule(3, seed) == slots[:12]
+    draws = np.random.Generator(np.random.PCG64(seed)).integers(0, 2, size=20)
+    assert sorted(first) == [2 * b + int(f) for b, f in enumerate(draws)]
+
+
+# -- refusals before anything runs ------------------------------------------------------------
+@pytest.mark.parametrize("method", ["percentile", "student_t", "expanded_percentile"])
+def test_a_campaign_not_frozen_for_early_stopping_refuses_with_the_peeking_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str
+) -> None:
+    folder = start(tmp_path / "c", capsys, "--decision", "paired", "--interval", method)
+    code, _, err = run_main(round_args(folder, "true", "true", "--until-decided"), capsys)
+    assert code == 2
+    rate = f"{sequential.PEEKING_FALSE_PASS[method]:.1%}"
+    assert f"freezes interval {method}, which is not valid under early stopping" in err
+    assert f"passes {rate} of rounds whose true gain equals the gate" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not [p for p in folder.iterdir() if p.is_dir()]  # no attempt folder was made
+
+
+def test_the_median_rule_and_conflicting_counts_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    median = start(tmp_path / "m", capsys, "--interval", sequential.METHOD)
+    code, _, err = run_main(round_args(median, "true", "true", "--until-decided"), capsys)
+    assert code == 2 and "freezes decision median" in err
+    folder = start(tmp_path / "s", capsys, *SEQUENTIAL)
+    for extra, message in (
+        (["--until-decided", "-n", "8"], "--repetitions/-n and --until-decided: give one"),
+        (["--max-repetitions", "8"], "--max-repetitions needs --until-decided"),
+        (["--until-decided", "--max-repetitions", "9"], "--max-repetitions must be even"),
+        (["--until-decided", "--max-repetitions", "4"], "at least the first look, 6"),
+    ):
+        code, _, err = run_main(round_args(folder, "true", "true", *extra), capsys)
+        assert code == 2 and message in err, (extra, err)
+    code, _, err = run_main(["ab", "true", "true", "--until-decided", "--interval",
+                             "student_t"], capsys)  # fmt: skip
+    assert code == 2 and "ab's campaign would freeze interval student_t" in err
+
+
+# -- stopping ---------------------------------------------------------------------------------
+def test_a_huge_real_gain_stops_at_the_first_look_with_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = start(tmp_path / "seq", capsys, *SEQUENTIAL)
+    code, out, err = run_main(round_args(folder, SLOW, FAST, "--until-decided"), capsys)
+    assert (code, err) == (0, "")
+    plan = attempt_json(folder / "r001")["sequential"]
+    assert plan == {"first_look": 6, "look_every": 2, "max_pairs": 40, "looks": [6],
+                    "stopped": "pass"}  # fmt: skip
+    assert "until decided: PASS reached at 6 repetitions (pairs at each look: 6" in out
+    lines = (folder / "r001" / "measurements.jsonl").read_text().splitlines()
+    assert len(lines) == 12
+    assert "look 1 at 6 pairs: PASS; stop (pass)" in (folder / "r001" / "runs.log").read_text()
+    # the look decided as assess decides on the files: ingest them and compare
+    store = Store(tmp_path / "store")
+    assert ingest(folder, store).issues == []
+    row = assess(store, ["seq"]).assessments.row(0, named=True)
+    assert row["verdict"] == "PASS"
+    stored = store.read("attempts", ["seq"]).row(0, named=True)
+    assert (stored["sequential_stopped"], stored["sequential_looks"]) == ("pass", "[6]")
+
+
+def test_identical_commands_never_pass_and_stop_by_futility_or_the_maximum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Six A/A rounds; each may PASS with probability at most 2.5% (sequential_t's rate), so
+    three or more PASS would happen by chance with probability about 3e-4."""
+    folder = start(tmp_path / "aa", capsys, *SEQUENTIAL)
+    stops = []
+    for _ in range(6):
+        code, out, _ = run_main(round_args(folder, "true", "true", "--until-decided",
+                                           "--max-repetitions", "12"), capsys)  # fmt: skip
+        assert code == 0, out
+    for attempt in sorted(p for p in folder.iterdir() if p.is_dir()):
+        plan = attempt_json(attempt)["sequential"]
+        stops.append(plan["stopped"])
+        assert plan["looks"] and plan["looks"][-1] <= 12
+        assert plan["looks"] == sorted(plan["looks"]) and plan["looks"][0] == 6
+        if plan["stopped"] == "max":
+            assert plan["looks"][-1] == 12
+    assert set(stops) <= {"futility", "max", "pass"}
+    assert stops.count("pass") <= 2, stops
+
+
+def test_ab_until_decided_freezes_sequential_t_and_says_why_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kept = tmp_path / "kept"
+    code, out, err = run_main(["ab", SLOW, FAST, "--warmup", "0", "--until-decided", "--keep",
+                               str(kept)], capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    policy = json.loads((kept / "campaign.json").read_text())["policy"]
+    assert (policy["interval"], policy["decision"]) == (sequential.METHOD, "paired")
+    assert "until decided: PASS reached at 6 repetitions" in out
+    assert f"(decided by the paired rule, interval {sequential.METHOD}, gate 1 %" in out
+
+
+def test_an_interrupted_round_says_interrupted_and_keeps_its_looks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = start(tmp_path / "int", capsys, *SEQUENTIAL)
+    same = "sleep 0.1"
+    args = round_args(folder, same, same, "--until-decided", "--order-seed", "3")
+    process = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    measurements = folder / "r001" / "measurements.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+        not measurements.exists() or len(measurements.read_text().splitlines()) < 2
+    ):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    document = attempt_json(folder / "r001")
+    assert document["status"] == "aborted"
+    assert document["sequential"]["stopped"] == "interrupted"
+    assert ingest(folder, Store(tmp_path / "store")).issues == []
