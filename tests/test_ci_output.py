@@ -298,3 +298,39 @@ def test_campaign_final_markdown_and_junit(tmp_path: Path,
                 if c.get("classname") == "llama-decode-2026-11"]  # fmt: skip
     failed = [c.get("name") for c in attempts if c.find("failure") is not None]
     assert failed == [r[1] + " " + r[2] for r in rows[1:] if r[8] != "PASS"]
+
+
+# -- attempts rejected at ingest ----------------------------------------------------------------
+def test_attempts_rejected_at_ingest_are_named_in_every_ci_format(tmp_path: Path) -> None:
+    """campaign final on a campaign whose r002 has a negative metric on line 3: the Markdown
+    names it with ingest's error, JUnit has a case in error for it, GitHub an error annotation."""
+    from conftest import write_example_campaign
+
+    folder = write_example_campaign(tmp_path / "attempts", "c1")
+    measurements = folder / "r002" / "measurements.jsonl"
+    lines = measurements.read_text().splitlines()
+    lines[2] = json.dumps({**json.loads(lines[2]), "metric": -1})
+    measurements.write_text("\n".join(lines) + "\n")
+    report, summary = tmp_path / "final.xml", tmp_path / "summary.md"
+    done = _github(["campaign", "final", str(folder), "--store", str(tmp_path / "store"),
+                    "--format", "markdown", "--junit", str(report)], summary)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    issue = (f"{measurements}:3: field \"metric\": must be > 0 for an ok run, got -1 "
+             "[not_positive]")  # fmt: skip
+    assert "**Rejected at ingest, not assessed:** r002 (fix the files and ingest again)" in (
+        done.stdout
+    )
+    assert f"- r002: {issue}" in unescape(done.stdout)
+    assert summary.read_text() == done.stdout
+    cases = {c.get("name"): c for c in ET.parse(report).getroot().iter("testcase")}
+    error = cases["r002 (rejected at ingest)"].find("error")
+    assert error is not None and error.get("type") == "rejected"
+    assert error.get("message") == f"rejected at ingest, not assessed: {issue}"
+    root = ET.parse(report).getroot()
+    assert root.get("errors") == "1"
+    assert any(str(name).startswith("r001 ") for name in cases)  # the valid round: a case
+    annotations = [ln for ln in done.stderr.splitlines() if ln.startswith("::error")]
+    assert annotations[0].startswith(
+        "::error title=explain-pipeline%3A campaign c1 rejected at ingest::not assessed: r002; "
+        f"first: {issue}"
+    )

@@ -121,7 +121,7 @@ def assess_command(
         from pipeline.assess.campaigns import gated_attempt
 
         gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
-    for cid, rows in _by_campaign(_rejections(result)).items():
+    for cid, rows in _by_campaign(rejections(result)).items():
         click.echo(f"warning: {cid}: rejected at ingest, not assessed: {_named(rows)}", err=True)
     if fmt == "table":
         click.echo(render_table(result), nl=False)
@@ -211,7 +211,8 @@ def _integrity_lines(errors: pl.DataFrame) -> str:
     return "".join(out)
 
 
-def _rejections(result: AssessResult) -> pl.DataFrame:
+def rejections(result: AssessResult) -> pl.DataFrame:
+    """Table ``rejections`` of the result's campaigns (empty when assess read none)."""
     from pipeline.contracts import table
 
     return result.rejected if result.rejected is not None else table("rejections").empty()
@@ -271,7 +272,7 @@ def render_table(result: AssessResult) -> str:
     # one split per table, not a filter per campaign (thousands of campaigns with --all)
     blocked = _by_campaign(result.blocked)
     assessed = _by_campaign(result.assessments)
-    rejected = _by_campaign(_rejections(result))
+    rejected = _by_campaign(rejections(result))
     for cid in campaign_order(result):
         errors = blocked.get(cid, result.blocked.clear())
         if errors.height:
@@ -351,7 +352,7 @@ def render_json(result: AssessResult, *, digests: bool = False) -> str:
 
     nested = _nested(result, digests)
     blocked, attempts = _by_campaign(result.blocked), _by_campaign(nested)
-    rejected = _by_campaign(_rejections(result))
+    rejected = _by_campaign(rejections(result))
     campaigns = []
     for cid in campaign_order(result):
         errors = blocked.get(cid, result.blocked.clear())
@@ -379,7 +380,7 @@ def render_csv(result: AssessResult, *, digests: bool = False) -> str:
 
     if result.blocked.height:
         click.echo(_integrity_lines(result.blocked), err=True, nl=False)
-    for cid, rows in _by_campaign(_rejections(result)).items():
+    for cid, rows in _by_campaign(rejections(result)).items():
         click.echo(f"campaign {cid}: " + rejected_lines(rows), err=True, nl=False)
     frame = _readable(result.assessments, digests)
     if result.what_if:

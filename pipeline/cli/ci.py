@@ -58,7 +58,11 @@ class _Split:
     campaigns a filter per campaign or attempt would scan every table again each time."""
 
     def __init__(self, result: AssessResult) -> None:
+        from pipeline.cli.assess import rejections
+
         self.result = result
+        self._rejections = rejections(result)
+        self._rejected = _parts(self._rejections, "campaign_id")
         self._blocked = _parts(result.blocked, "campaign_id")
         self._assessed = _parts(result.assessments, "campaign_id")
         self._comparisons = _parts(result.comparisons, "campaign_id", "attempt_id")
@@ -69,6 +73,9 @@ class _Split:
 
     def assessed(self, cid: str) -> pl.DataFrame:
         return self._assessed.get((cid,), self.result.assessments.clear())
+
+    def rejected(self, cid: str) -> pl.DataFrame:
+        return self._rejected.get((cid,), self._rejections.clear())
 
     def comparisons(self, cid: str, aid: str) -> pl.DataFrame:
         return self._comparisons.get((cid, aid), self.result.comparisons.clear())
@@ -148,35 +155,62 @@ def _attempt_details(split: _Split, cid: str, row: Mapping[str, Any], *, open_: 
 def render_markdown(result: AssessResult, *, details_open: bool = False, **_: Any) -> str:
     """Per campaign: a heading with the policy, the verdict table (one row per attempt) and,
     folded under it, each attempt's quantities with the declared expectations' outcomes."""
-    from pipeline.cli.assess import SUMMARY_HEADERS, summary_cells
-
     out = []
     if result.what_if:
         pairs = " ".join(f"{k}={v}" for k, v in result.what_if.items())
         out.append(f"**WHAT-IF (not stored): {md(pairs)}**\n\n")
     split = _Split(result)
     for cid in _order(result):
-        errors = split.blocked(cid)
-        if errors.height:
-            out.append(f"### campaign {md(cid)}: BLOCKED by {errors.height} integrity "
-                       "error(s); no verdicts issued\n\n")  # fmt: skip
-            out += [f"- {_where(e)}: \\[{md(e['code'])}\\] {md(e['message'])}\n"
-                    for e in errors.iter_rows(named=True)]  # fmt: skip
-            out.append("\n")
-            continue
-        rows = split.assessed(cid)
-        if rows.is_empty():
-            out.append(f"### campaign {md(cid)}: no attempts\n\n")
-            continue
-        first = rows.row(0, named=True)
-        explain = str(first["require_explanation"]).lower()
-        out.append(f"### campaign {md(cid)}: decision {md(first['decision'])}, "
-                   f"require_explanation {explain}\n\n")  # fmt: skip
-        named = list(rows.iter_rows(named=True))
-        out.append(_md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
-        out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
+        out.append(_campaign_markdown(split, cid, details_open))
+        out.append(_rejected_markdown(split.rejected(cid)))
     if not out:
         out.append("no campaigns to assess\n")
+    return "".join(out)
+
+
+def _rejected_markdown(rows: pl.DataFrame) -> str:
+    """What ingest rejected in one campaign: the attempts named, each error as ingest wrote it."""
+    if rows.is_empty():
+        return ""
+    names = ", ".join(md(n) for n in _rejected_names(rows))
+    lines = [f"- {md(r['attempt_id'] or 'campaign')}: {md(_issue(r))}\n"
+             for r in rows.iter_rows(named=True)]  # fmt: skip
+    return (f"**Rejected at ingest, not assessed:** {names} (fix the files and ingest again)\n\n"
+            + "".join(lines) + "\n")
+
+
+def _rejected_names(rows: pl.DataFrame) -> list[str]:
+    return [x or "campaign.json" for x in rows["attempt_id"].unique(maintain_order=True)]
+
+
+def _issue(row: Mapping[str, Any]) -> str:
+    """One rejection as ingest printed it: ``file:line: field "f": message [code]``."""
+    from pipeline.ingest.validate import Issue
+
+    return str(Issue(row["path"], row["line"], row["field"], row["code"], row["message"]))
+
+
+def _campaign_markdown(split: _Split, cid: str, details_open: bool) -> str:
+    from pipeline.cli.assess import SUMMARY_HEADERS, summary_cells
+
+    out = []
+    errors = split.blocked(cid)
+    if errors.height:
+        out.append(f"### campaign {md(cid)}: BLOCKED by {errors.height} integrity "
+                   "error(s); no verdicts issued\n\n")  # fmt: skip
+        out += [f"- {_where(e)}: \\[{md(e['code'])}\\] {md(e['message'])}\n"
+                for e in errors.iter_rows(named=True)]  # fmt: skip
+        return "".join(out) + "\n"
+    rows = split.assessed(cid)
+    if rows.is_empty():
+        return f"### campaign {md(cid)}: no attempts assessed\n\n"
+    first = rows.row(0, named=True)
+    explain = str(first["require_explanation"]).lower()
+    out.append(f"### campaign {md(cid)}: decision {md(first['decision'])}, "
+               f"require_explanation {explain}\n\n")  # fmt: skip
+    named = list(rows.iter_rows(named=True))
+    out.append(_md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
+    out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
     return "".join(out)
 
 
@@ -281,6 +315,16 @@ def _blocked_case(suite: ET.Element, errors: pl.DataFrame, cid: str) -> None:
                               for e in errors.iter_rows(named=True)))  # fmt: skip
 
 
+def _rejected_cases(suite: ET.Element, rows: pl.DataFrame, cid: str) -> None:
+    """One case in error per attempt (or campaign.json) that ingest rejected."""
+    for name, part in _parts(rows, "attempt_id").items():
+        case = _case(suite, cid, f"{name[0] or 'campaign.json'} (rejected at ingest)")
+        issues = [_issue(r) for r in part.iter_rows(named=True)]
+        message = _xml(f"rejected at ingest, not assessed: {issues[0]}")
+        error = ET.SubElement(case, "error", type="rejected", message=message)
+        error.text = _xml("".join(f"{i}\n" for i in issues))
+
+
 def render_junit(result: AssessResult) -> bytes:
     """A JUnit XML document: one ``testsuite`` per campaign (its id as name), one ``testcase``
     per attempt and per declared expectation; a blocked campaign is one test case in error."""
@@ -295,6 +339,7 @@ def render_junit(result: AssessResult) -> bytes:
             _blocked_case(suite, errors, cid)
         else:
             _attempt_cases(suite, split, cid)
+        _rejected_cases(suite, split.rejected(cid), cid)
         _count(suite)
     _count(root)
     ET.indent(root)
@@ -342,6 +387,11 @@ def github_annotations(result: AssessResult, focus: str | None = None) -> list[s
     out = []
     split = _Split(result)
     for cid in _order(result):
+        refused = split.rejected(cid)
+        if refused.height:
+            out.append(annotation("error", f"explain-pipeline: campaign {cid} rejected at ingest",
+                                  f"not assessed: {', '.join(_rejected_names(refused))}; first: "
+                                  f"{_issue(refused.row(0, named=True))}"))  # fmt: skip
         errors = split.blocked(cid)
         if errors.height:
             first = errors.row(0, named=True)
