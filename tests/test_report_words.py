@@ -59,4 +59,7 @@ def test_words_keep_the_code_in_a_tooltip() -> None:
     ],
 )
 def test_times_are_shown_to_the_second_in_utc_on_one_line(moment: datetime, shown: str) -> None:
-    assert timestamp_html(moment) == f'<span class="nowrap">{shown}</span>'
+    day, time = shown.split(" ", 1)
+    assert timestamp_html(moment) == (
+        f'<span class="nowrap">{day}</span> <span class="nowrap">{time}</span>'
+    )

@@ -343,13 +343,13 @@ def _hypothesis_html(hypothesis: str | None) -> str:
 
 
 def timestamp_html(moment: object) -> str:
-    """A time to the second, in UTC, never wrapped: ``2026-11-30 12:35:33 UTC`` (stored times
-    have microseconds and an offset, which only made the line wrap mid-offset)."""
-    if isinstance(moment, datetime):
-        text = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    else:
-        text = "—" if moment is None else str(moment)
-    return f'<span class="nowrap">{esc(text)}</span>'
+    """A time to the second, in UTC: ``2026-11-30 12:35:33 UTC`` (stored times have microseconds
+    and an offset, which only made the line wrap mid-offset). A narrow card may break the line
+    between the date and the time, never inside either."""
+    if not isinstance(moment, datetime):
+        return esc("—" if moment is None else moment)
+    day, time = moment.astimezone(UTC).strftime("%Y-%m-%d|%H:%M:%S UTC").split("|")
+    return f'<span class="nowrap">{day}</span> <span class="nowrap">{time}</span>'
 
 
 def recording_html(info: Mapping[str, Any]) -> str:
