@@ -1,28 +1,9 @@
-"""Bulk validation of attempts: decode every file with typed msgspec decoders and check the
-measurement lines of many attempts at once as columns, then build the store rows from the columns.
+"""The fast engine of ingest's reader: many attempts' files checked at once, as columns.
 
-This is the fast path of ingest. It accepts an attempt only when every file certainly satisfies
-``schemas/*.schema.json`` and every rule of :mod:`pipeline.ingest.validate` (a property test holds
-it to that); any attempt it does not accept goes to
-:func:`pipeline.ingest.validate.validate_attempt`, the precise per-line validator, which either
-accepts it too (e.g. a key written as ``"a" : 1``, which the fast key count does not trust) or names
-every error with file, line, field and reason code. So the errors and the stored rows are those of
-the precise path; only their cost changes.
-
-The usual file, whose lines all have the keys of its first line, is read first by a columnar
-reader (Arrow's JSON reader with that line's schema; see "the columnar reader" below), without a
-Python object per value; the files it does not vouch for go to the typed decoders.
-
-How the typed decoders keep the rules without a Python loop per cell:
-- types, enumerations, bounds, unknown fields, NaN/Infinity and numbers too large for a float,
-  integers written as ``1.0``, invalid UTF-8 and lone surrogates: the msgspec decoders, built
-  from the schemas by :mod:`pipeline.ingest.declare`, refuse them;
-- repeated keys (which a decoder silently collapses): the keys decoded are counted from the
-  lengths of the decoded objects and compared with the ``":`` of the file, which is at least the
-  number of keys written; equal counts prove that no key was written twice;
-- ``metric > 0`` for an ok run (the schema's ``if``/``then``, as a column expression from the
-  same declaration), a breakdown mixing flat and nested entries, ``(side, repetition)`` twice in
-  one file: column expressions over all the lines of the batch.
+It accepts an attempt only when every file certainly satisfies the schemas and every rule of
+:mod:`pipeline.ingest.validate` (property tests hold it to that); any other attempt goes to the
+precise validator, which accepts it too or names every error. So the errors and the stored rows
+are the precise path's; only their cost changes. How it keeps the rules: see the comments below.
 """
 
 from __future__ import annotations
@@ -61,6 +42,19 @@ from pipeline.ingest.validate import (
     parse_timestamp,
 )
 
+# How the typed decoders keep the rules without a Python loop per cell:
+# - types, enumerations, bounds, unknown fields, NaN/Infinity and numbers too large for a float,
+#   integers written as ``1.0``, invalid UTF-8 and lone surrogates: the msgspec decoders, built
+#   from the schemas by pipeline.ingest.declare, refuse them;
+# - repeated keys (which a decoder silently collapses): the keys decoded are counted from the
+#   lengths of the decoded objects and compared with the ``":`` of the file, which is at least the
+#   number of keys written; equal counts prove that no key was written twice (a key written as
+#   ``"a" : 1`` makes the count unsure: the file goes to the precise validator);
+# - ``metric > 0`` for an ok run (the schema's if/then, a column expression from the same
+#   declaration), a breakdown mixing flat and nested entries, ``(side, repetition)`` twice in one
+#   file: column expressions over all the lines of the batch.
+# The usual file, whose lines all have the keys of its first line, is read before that by a
+# columnar reader (Arrow's JSON reader with that line's schema; see "the columnar reader").
 # The typed decoders, built from the schemas' declaration (fields, types, enumerations, patterns,
 # bounds); the rules across fields are checked below.
 _ATTEMPT = msgspec.json.Decoder(struct("attempt"))

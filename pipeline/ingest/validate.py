@@ -1,4 +1,5 @@
-"""Validation of stored attempts (contract §2): the JSON Schemas, plus the rules a schema can't say.
+"""The precise engine of ingest's reader (contract §2): the JSON Schemas, and the rules a schema
+cannot say; the reference the fast engine (bulk.py) is tested against.
 
 Every problem becomes an :class:`Issue` naming file, line, field, reason and a reason code; all the
 problems of a document are reported in one pass. Nothing here touches the store.
