@@ -490,6 +490,14 @@ def test_ab_removes_its_folder_when_the_round_completes(
         tempfile.tempdir = None
     assert code in (0, 5)  # A/A: PASS now and then by chance; the folder is what counts
     assert not list(tmp_path.glob("explain-ab-*"))
+    tempfile.tempdir = None
+    refused = ["ab", "true", "true", "--until-decided", "--interval", "percentile"]
+    try:  # refused before any run (no early stopping with this interval): no folder left
+        code, _, err = run_main(refused, capsys)
+    finally:
+        tempfile.tempdir = None
+    assert code == 2 and err.startswith("error: --until-decided: ")
+    assert not list(tmp_path.glob("explain-ab-*"))
 
 
 @pytest.mark.parametrize("command", ["start", "final"])

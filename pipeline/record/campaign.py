@@ -135,6 +135,8 @@ def ab(
     completed: a failed or interrupted round keeps it, so its runs.log can be read."""
     from pipeline.store.tables import Store
 
+    if until_decided:  # refused before any folder is made
+        until.check_campaign(policy or {}, "ab's campaign would freeze")
     scratch = None
     if keep is None:
         scratch = Path(tempfile.mkdtemp(prefix="explain-ab-"))
@@ -157,8 +159,6 @@ def ab(
         until_decided=until_decided,
         max_repetitions=max_repetitions,
     )
-    if until_decided:  # refused before the campaign folder is made
-        until.check_campaign(policy or {}, "ab's campaign would freeze")
     try:
         campaign = start_campaign(folder, metric=metric, better=better, policy=policy)
         recorded = record_round(request, progress=progress, warn=warn)
