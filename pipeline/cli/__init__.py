@@ -30,6 +30,8 @@ COMMAND_MODULES: dict[str, tuple[str, str]] = {
     "import": ("imports", "Turn the profiler files of one run into one measurement line "
                "(docs/contract.md §2.4)."),
     "ingest": ("ingest", "Validate the stored attempts under SOURCE and write them to the store."),
+    "plan": ("plan", "Price a comparison before running it: the pairs needed to detect given "
+             "gains."),
     "query": ("query", "Run SQL over every table of the store (Polars SQL)."),
     "report": ("report", "Write a self-contained HTML report (works offline) and print its path."),
     "round": ("record", "Record one round of the campaign in FOLDER: both commands run once per "

@@ -600,6 +600,11 @@ def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
     gate = result.policy["min_improvement_pct"]
     out.append(f"verdict: {_verdict(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
                f"require_explanation {_value(row['require_explanation'])})")  # fmt: skip
+    if result.priced:
+        gains = " / ".join(f"{g:g}%" for g in result.priced)
+        pairs = " / ".join("never" if n is None else f"~{n}" for n in result.priced.values())
+        out.append(f"to detect a true gain of {gains} at 80% power: {pairs} pairs (from this "
+                   "round's spread; explain-pipeline plan prices it in detail)")  # fmt: skip
     if result.kept is not None:
         out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
     elif recorded.status == "failed":

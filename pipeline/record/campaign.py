@@ -103,11 +103,25 @@ class AbResult:
     final: FinalResult
     kept: Path | None
     policy: dict[str, Any]
+    priced: dict[float, int | None] | None = None
+    """Not PASS: pairs a fixed round needs to detect each gain of PRICED_EFFECTS_PCT at 80%
+    power, from this round's spread (pipeline.study.plan); None when it is PASS or unpriced."""
 
     @property
     def row(self) -> dict[str, Any] | None:
         rows = self.final.assess.assessments
         return rows.row(0, named=True) if rows.height else None
+
+
+def _price(folder: Path, final: FinalResult) -> dict[float, int | None] | None:
+    """What ab adds to a verdict that is not PASS: how far from shown it was, in pairs."""
+    from pipeline.study.plan import EFFECTS_PCT, plan
+
+    rows = final.assess.assessments
+    if rows.is_empty() or rows["verdict"][0] == "PASS" or not (rows["n_pairs"][0] or 0) >= 2:
+        return None
+    priced = plan(folder, EFFECTS_PCT, sequential_columns=False)
+    return {r.effect_pct: r.fixed[0.8] for r in priced.rows if r.spread.quantity == "metric"}
 
 
 def ab(
@@ -169,6 +183,7 @@ def ab(
             shutil.rmtree(scratch, ignore_errors=True)
         raise
     final = final_campaign(folder, store)
+    priced = _price(folder, final)
     if scratch is not None and recorded.status == "completed":
         shutil.rmtree(scratch, ignore_errors=True)
-    return AbResult(recorded, final, keep, campaign["policy"])
+    return AbResult(recorded, final, keep, campaign["policy"], priced)

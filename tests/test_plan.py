@@ -1,0 +1,106 @@
+"""explain-pipeline plan: the pairs priced against a plain formula, against simulation, and on a
+real recorded campaign (docs/record.md, "Pricing a comparison: plan")."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pipeline.cli import main
+from pipeline.study.plan import fixed_pairs, sequential_pairs
+
+WORKLOAD = Path(__file__).with_name("record_workload.py")
+GATE = math.log(1.01)
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    captured = capsys.readouterr()
+    return int(exit_info.value.code or 0), captured.out, captured.err
+
+
+def student_t_pass_rate(n: int, shift: float, sd: float, sims: int, seed: int) -> float:
+    """Plain reference: the share of simulated fixed rounds whose Student-t interval's low end
+    clears the gate, for normal log-ratios whose mean exceeds the gate by ``shift``."""
+    x = np.random.default_rng(seed).normal(GATE + shift, sd, size=(sims, n))
+    low = x.mean(axis=1) - stats.t.ppf(0.975, n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    return float((low >= GATE).mean())
+
+
+@pytest.mark.parametrize(("sd", "gain_pct"), [(0.05, 5.0), (0.2, 10.0), (0.042, 2.0)])
+@pytest.mark.parametrize("power", [0.8, 0.9])
+def test_fixed_pairs_against_the_normal_formula(sd: float, gain_pct: float, power: float) -> None:
+    shift = math.log(1 + gain_pct / 100) - GATE
+    reference = ((stats.norm.ppf(0.975) + stats.norm.ppf(power)) * sd / shift) ** 2
+    got = fixed_pairs(shift, sd, power, "student_t", 0.95, 5)
+    assert got is not None
+    # the t distribution's heavier tails cost a few pairs more than the normal approximation
+    assert math.ceil(reference) <= got <= math.ceil(reference) + 4
+
+
+def test_the_power_claim_holds_in_simulation() -> None:
+    sd, shift = 0.1, math.log(1.05) - GATE
+    n = fixed_pairs(shift, sd, 0.8, "student_t", 0.95, 5)
+    assert n is not None and n > 20
+    sims = 20_000  # standard error of a rate near 0.8: 0.003
+    assert student_t_pass_rate(n, shift, sd, sims, 1) >= 0.79
+    assert student_t_pass_rate(int(0.8 * n), shift, sd, sims, 2) <= 0.76
+
+
+def test_a_gain_that_does_not_clear_the_gate_is_never_priced() -> None:
+    assert fixed_pairs(math.log(1.005) - GATE, 0.05, 0.8, "student_t", 0.95, 5) is None
+
+
+def test_sequential_columns_stop_early_on_clear_cases_and_rarely_pass_aa() -> None:
+    rng = np.random.default_rng(0)
+    power, mean, p90 = sequential_pairs(math.log(1.5), 1.01, 0.05, first_look=6, max_pairs=40,
+                                        confidence=0.95, rng=rng)  # fmt: skip
+    assert (power, mean, p90) == (1.0, 6.0, 6.0)
+    power, mean, _ = sequential_pairs(0.0, 1.01, 0.05, first_look=6, max_pairs=40,
+                                      confidence=0.95, rng=rng)  # fmt: skip
+    assert power <= 0.01  # A/A: a false PASS at most, within 2.5% by design
+    assert mean < 0.3 * 40  # futility stops most A/A rounds early
+
+
+def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "loop"
+    run_main(["campaign", "start", str(folder), "--metric", "cpu_seconds", "--decision",
+              "paired", "--interval", "student_t"], capsys)  # fmt: skip
+    same = shlex.join([sys.executable, str(WORKLOAD), "work=100000"])
+    code, _, _ = run_main(["round", str(folder), "--baseline", "a", "--candidate", "b",
+                           "--baseline-cmd", same, "--candidate-cmd", same, "-n", "6",
+                           "--warmup", "0"], capsys)  # fmt: skip
+    assert code == 0
+    code, out, err = run_main(["plan", str(folder), "--effect-pct", "5,50"], capsys)
+    assert (code, err) == (0, "")
+    lines = [json.loads(x) for x in (folder / "r001" / "measurements.jsonl").read_text().split()]
+    metric = {(x["side"], x["repetition"]): x["metric"] for x in lines}
+    x = [math.log(metric["baseline", r] / metric["candidate", r]) for r in range(6)]
+    sd = float(np.std(x, ddof=1))
+    rows = [r.split() for r in out.splitlines() if r.startswith("metric ")]
+    assert [r[2] for r in rows] == ["5%", "50%"]
+    assert all(float(r[1]) == pytest.approx(sd, abs=1e-4) for r in rows)
+    expected = fixed_pairs(math.log(1.05) - GATE, sd, 0.8, "student_t", 0.95, 5)
+    assert rows[0][3] == str(expected)
+    assert "interval student_t, gate 1 % (metric)" in out
+    code, _, err = run_main(["plan", str(folder), "--effect-pct", "5,x"], capsys)
+    assert code == 2 and "--effect-pct '5,x'" in err
+    empty = tmp_path / "empty"
+    run_main(["campaign", "start", str(empty), "--metric", "s"], capsys)
+    code, _, err = run_main(["plan", str(empty)], capsys)
+    assert code == 2 and "record a round first" in err
+
+
+def test_ab_prices_a_verdict_that_is_not_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    same = shlex.join([sys.executable, str(WORKLOAD), "work=100000"])
+    code, out, _ = run_main(["ab", same, same, "-n", "6", "--warmup", "0"], capsys)
+    assert code == 5
+    assert "to detect a true gain of 2% / 5% / 10% at 80% power: ~" in out
