@@ -53,7 +53,7 @@ def _pairs(value: int | None) -> str:
 
 def render(result: Plan) -> str:
     """The plan as a table: one line per quantity and gain."""
-    from pipeline.study.plan import POWERS
+    from pipeline.study.plan import LIMIT, POWERS
 
     out = [f"campaign {result.campaign_id}: interval {result.interval}, gate "
            f"{result.gate_pct:g} % (metric), confidence {result.confidence:g}, min_pairs "
@@ -76,7 +76,7 @@ def render(result: Plan) -> str:
     out += ["", f"spread: standard deviation of the per-pair log-ratio within each attempt, "
             f"pooled (metric: {spread.n_pairs} pairs in {spread.n_attempts} attempts); "
             "fixed: pairs of a fixed round for that power; never: the gain does not clear the "
-            "gate"]  # fmt: skip
+            f"gate (or needs over {LIMIT:,} pairs)"]  # fmt: skip
     return "\n".join(out) + "\n"
 
 

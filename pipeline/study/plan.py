@@ -43,8 +43,8 @@ POWERS = (0.8, 0.9)
 SIMULATIONS = 2000
 """Simulated rounds per cell of the sequential columns (power to about +-1 point)."""
 SEED = 0
-LIMIT = 1_000_000
-"""Pairs beyond which plan says "more than" rather than a number."""
+LIMIT = 100_000
+"""Pairs beyond which plan says ``never``: no round of that size will be run."""
 
 
 @dataclass(frozen=True)
