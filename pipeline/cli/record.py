@@ -335,8 +335,8 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
           --measure pytest-benchmark \\
           --baseline-cmd "pytest bench/ --benchmark-only --benchmark-json={results}" \\
           --candidate-cmd "pytest bench-fast/ --benchmark-only --benchmark-json={results}"
-      explain-pipeline round attempts/seq --baseline main --candidate float32 \
-          --baseline-cmd "python data/measure_numpy.py" \
+      explain-pipeline round attempts/seq --baseline main --candidate float32 \\
+          --baseline-cmd "python data/measure_numpy.py" \\
           --candidate-cmd "python data/measure_numpy.py --dtype float32" --until-decided
     """
     from pipeline.record.rounds import RoundRequest, record_round
