@@ -29,6 +29,7 @@ demo: $(BIN)/explain-pipeline
 
 test: $(TESTED)
 	$(BIN)/ruff check pipeline tests benchmarks data
+	$(BIN)/ruff format --check pipeline  # one layout, the formatter's
 	$(BIN)/mypy pipeline tests benchmarks data
 	$(BIN)/python -m pytest -q
 

@@ -269,8 +269,16 @@ def _bounds(
     bounds = np.empty((2, width))
     finite_t = np.ascontiguousarray(finite.T)  # (quantities, n): a chunk is a block of rows
     if not fits_whole(n, resamples, counts_bytes):
-        _bounds_in_blocks(finite_t, infinite, shift, bounds, pos, resamples=resamples, seed=seed,
-                          counts_bytes=counts_bytes)  # fmt: skip
+        _bounds_in_blocks(
+            finite_t,
+            infinite,
+            shift,
+            bounds,
+            pos,
+            resamples=resamples,
+            seed=seed,
+            counts_bytes=counts_bytes,
+        )
         return bounds
     counts_t = np.ascontiguousarray(resample_counts(n, resamples=resamples, seed=seed).T)
     # Chunks of quantities small enough that a chunk's resample means stay in cache while the
@@ -380,8 +388,14 @@ def paired_intervals(
     if probabilities is None:
         alpha = (1.0 - confidence) / 2.0
         probabilities = (alpha, 1.0 - alpha)
-    bounds = _bounds(distinct, resamples=resamples, seed=seed, probs=np.array(probabilities),
-                     chunk_bytes=chunk_bytes, counts_bytes=counts_bytes)  # fmt: skip
+    bounds = _bounds(
+        distinct,
+        resamples=resamples,
+        seed=seed,
+        probs=np.array(probabilities),
+        chunk_bytes=chunk_bytes,
+        counts_bytes=counts_bytes,
+    )
     bounds = bounds[:, inverse.ravel()]
     with np.errstate(over="ignore"):
         return Intervals(

@@ -200,8 +200,9 @@ def fraction_bounds(
             np.divide(np.matmul(d[:, cols].T, counts_t, out=d_star), n, out=d_star)
             np.divide(np.matmul(t[:, cols].T, counts_t, out=t_star), n, out=t_star)
         else:
-            blocks = resample_count_blocks(n, resamples=resamples, seed=seed,
-                                           max_bytes=counts_bytes)  # fmt: skip
+            blocks = resample_count_blocks(
+                n, resamples=resamples, seed=seed, max_bytes=counts_bytes
+            )
             for block, counts in blocks:
                 d_star[:, block] = (d[:, cols].T @ counts.T) / n
                 t_star[:, block] = (t[:, cols].T @ counts.T) / n

@@ -107,9 +107,16 @@ def boundary(first_look: int, look_every: int, max_pairs: int, confidence: float
 
 
 def predictive_powers(
-    n: npt.ArrayLike, mean: npt.ArrayLike, sd: npt.ArrayLike, *, gate: float, first_look: int,
-    look_every: int, max_pairs: int, confidence: float,
-) -> FloatArray:  # fmt: skip
+    n: npt.ArrayLike,
+    mean: npt.ArrayLike,
+    sd: npt.ArrayLike,
+    *,
+    gate: float,
+    first_look: int,
+    look_every: int,
+    max_pairs: int,
+    confidence: float,
+) -> FloatArray:
     """The predictive power (Spiegelhalter, Freedman & Blackburn 1986): the chance that the
     interval at ``max_pairs`` reaches the gate, given the ``n`` pairs seen, when the true mean
     is as uncertain as they say. With ``c = boundary(...)``, ``N = max_pairs`` and
@@ -138,31 +145,79 @@ def predictive_powers(
 
 
 def predictive_power(
-    n: int, mean: float, sd: float, *, gate: float, first_look: int, look_every: int,
-    max_pairs: int, confidence: float,
-) -> float:  # fmt: skip
+    n: int,
+    mean: float,
+    sd: float,
+    *,
+    gate: float,
+    first_look: int,
+    look_every: int,
+    max_pairs: int,
+    confidence: float,
+) -> float:
     """``predictive_powers`` of one look."""
-    return float(predictive_powers(n, mean, sd, gate=gate, first_look=first_look,
-                                   look_every=look_every, max_pairs=max_pairs,
-                                   confidence=confidence))  # fmt: skip
+    return float(
+        predictive_powers(
+            n,
+            mean,
+            sd,
+            gate=gate,
+            first_look=first_look,
+            look_every=look_every,
+            max_pairs=max_pairs,
+            confidence=confidence,
+        )
+    )
 
 
 def futile_mask(
-    n: npt.ArrayLike, mean: npt.ArrayLike, sd: npt.ArrayLike, *, gate: float, first_look: int,
-    look_every: int, max_pairs: int, confidence: float,
-) -> BoolArray:  # fmt: skip
+    n: npt.ArrayLike,
+    mean: npt.ArrayLike,
+    sd: npt.ArrayLike,
+    *,
+    gate: float,
+    first_look: int,
+    look_every: int,
+    max_pairs: int,
+    confidence: float,
+) -> BoolArray:
     """The futility rule for many looks at once: the predictive power (``predictive_powers``)
     is below ``FUTILITY_POWER``; false at or past ``max_pairs`` (the round stops there anyway,
     as ``max``). It never stops a round with a PASS, so it cannot raise the false-PASS rate."""
-    power = predictive_powers(n, mean, sd, gate=gate, first_look=first_look,
-                               look_every=look_every, max_pairs=max_pairs, confidence=confidence)
-    return (np.asarray(n) < max_pairs) & (power < FUTILITY_POWER)  # fmt: skip
+    power = predictive_powers(
+        n,
+        mean,
+        sd,
+        gate=gate,
+        first_look=first_look,
+        look_every=look_every,
+        max_pairs=max_pairs,
+        confidence=confidence,
+    )
+    return (np.asarray(n) < max_pairs) & (power < FUTILITY_POWER)
 
 
 def futile(
-    n: int, mean: float, sd: float, *, gate: float, first_look: int, look_every: int,
-    max_pairs: int, confidence: float,
-) -> bool:  # fmt: skip
+    n: int,
+    mean: float,
+    sd: float,
+    *,
+    gate: float,
+    first_look: int,
+    look_every: int,
+    max_pairs: int,
+    confidence: float,
+) -> bool:
     """``futile_mask`` of one look: stop this round without PASS."""
-    return bool(futile_mask(n, mean, sd, gate=gate, first_look=first_look,
-                            look_every=look_every, max_pairs=max_pairs, confidence=confidence))
+    return bool(
+        futile_mask(
+            n,
+            mean,
+            sd,
+            gate=gate,
+            first_look=first_look,
+            look_every=look_every,
+            max_pairs=max_pairs,
+            confidence=confidence,
+        )
+    )

@@ -19,28 +19,48 @@ from pipeline.errors import ExitCode, ExplainError
 from pipeline.version import __version__
 
 COMMAND_MODULES: dict[str, tuple[str, str]] = {
-    "ab": ("record", "Is B better than A? One round of both commands in a throw-away campaign, "
-           "then the verdict, the paired interval, the order effect and the explanation."),
-    "assess": ("assess", "Paired intervals, mechanical explanations and verdicts "
-               "(docs/contract.md §4-§6)."),
-    "calibrate": ("simulate", "Measure the decision rules and interval methods on simulated "
-                  "campaigns."),
-    "campaign": ("record", "Start a campaign (its policy frozen from then on) or finish it "
-                 "(ingest + assess)."),
-    "import": ("imports", "Turn the profiler files of one run into one measurement line "
-               "(docs/contract.md §2.4)."),
+    "ab": (
+        "record",
+        "Is B better than A? One round of both commands in a throw-away campaign, "
+        "then the verdict, the paired interval, the order effect and the explanation.",
+    ),
+    "assess": (
+        "assess",
+        "Paired intervals, mechanical explanations and verdicts (docs/contract.md §4-§6).",
+    ),
+    "calibrate": (
+        "simulate",
+        "Measure the decision rules and interval methods on simulated campaigns.",
+    ),
+    "campaign": (
+        "record",
+        "Start a campaign (its policy frozen from then on) or finish it (ingest + assess).",
+    ),
+    "import": (
+        "imports",
+        "Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).",
+    ),
     "ingest": ("ingest", "Validate the stored attempts under SOURCE and write them to the store."),
-    "plan": ("plan", "Price a comparison before running it: the pairs needed to detect given "
-             "gains."),
+    "plan": (
+        "plan",
+        "Price a comparison before running it: the pairs needed to detect given gains.",
+    ),
     "query": ("query", "Run SQL over every table of the store (Polars SQL)."),
     "report": ("report", "Write a self-contained HTML report (works offline) and print its path."),
-    "round": ("record", "Record one round of the campaign in FOLDER: both commands run once per "
-              "repetition, in a balanced, shuffled order, each run a fresh process."),
-    "simulate": ("simulate", "Write synthetic A/A and known-gain campaigns (docs/contract.md §7) "
-                 "as stored attempts."),
-    "store": ("store", "Check the store folder and finish an interrupted write (see "
-              "docs/store.md)."),
-}  # fmt: skip
+    "round": (
+        "record",
+        "Record one round of the campaign in FOLDER: both commands run once per "
+        "repetition, in a balanced, shuffled order, each run a fresh process.",
+    ),
+    "simulate": (
+        "simulate",
+        "Write synthetic A/A and known-gain campaigns (docs/contract.md §7) as stored attempts.",
+    ),
+    "store": (
+        "store",
+        "Check the store folder and finish an interrupted write (see docs/store.md).",
+    ),
+}
 """Command name -> (module of pipeline.cli that defines it, the first sentence of its help).
 
 A command's module is imported only when that command runs or shows its help: importing all of
@@ -126,8 +146,9 @@ def show_click_error(exc: click.ClickException) -> None:
     buffer = io.StringIO()
     exc.show(file=buffer)
     shown = buffer.getvalue()
-    click.echo(re.sub(r"^Error: ", "error: ", shown, count=1, flags=re.MULTILINE), err=True,
-               nl=False)  # fmt: skip
+    click.echo(
+        re.sub(r"^Error: ", "error: ", shown, count=1, flags=re.MULTILINE), err=True, nl=False
+    )
 
 
 def run() -> NoReturn:

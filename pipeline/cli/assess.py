@@ -22,10 +22,28 @@ if TYPE_CHECKING:  # Polars and the library load when the command runs, not for 
 
     from pipeline.assess.campaigns import AssessResult
 
-_COMPARISON_FIELDS = ["quantity", "name", "n_pairs", "estimate", "low", "high", "direction",
-                      "status", "reason", "method"]  # fmt: skip
-_OUTCOME_FIELDS = ["position", "target", "name", "expect", "evidence", "direction", "outcome",
-                   "reason"]  # fmt: skip
+_COMPARISON_FIELDS = [
+    "quantity",
+    "name",
+    "n_pairs",
+    "estimate",
+    "low",
+    "high",
+    "direction",
+    "status",
+    "reason",
+    "method",
+]
+_OUTCOME_FIELDS = [
+    "position",
+    "target",
+    "name",
+    "expect",
+    "evidence",
+    "direction",
+    "outcome",
+    "reason",
+]
 SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
 
 
@@ -362,8 +380,9 @@ def render_json(result: AssessResult, *, digests: bool = False) -> str:
         }
         entry["integrity_errors"] = errors.drop("campaign_id").to_dicts()
         refused = rejected.get(cid)
-        entry["rejected_at_ingest"] = [] if refused is None else refused.drop(
-            "campaign_id", "position").to_dicts()  # fmt: skip
+        entry["rejected_at_ingest"] = (
+            [] if refused is None else refused.drop("campaign_id", "position").to_dicts()
+        )
         entry["attempts"] = attempts.get(cid, nested.clear()).drop("campaign_id").to_dicts()
         if result.what_if:
             entry["verdicts_changed"] = _changed(result, cid)[0]

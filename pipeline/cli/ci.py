@@ -109,8 +109,14 @@ def _md_table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-_QUANTITY_HEADERS = ("quantity", "name", "pairs", "estimate [low, high]", "direction",
-                     "declared: outcome")  # fmt: skip
+_QUANTITY_HEADERS = (
+    "quantity",
+    "name",
+    "pairs",
+    "estimate [low, high]",
+    "direction",
+    "declared: outcome",
+)
 
 
 def _quantity_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[tuple[str, ...]]:
@@ -123,8 +129,16 @@ def _quantity_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[tu
     for c in comparisons.iter_rows(named=True):
         interval = fmt_paired(c["estimate"], c["low"], c["high"]) or TEXT.none
         declared = read_from.get((c["quantity"], c["name"]), "")
-        rows.append((c["quantity"], c["name"], str(c["n_pairs"]), interval,
-                     c["direction"] or c["reason"] or "", declared))  # fmt: skip
+        rows.append(
+            (
+                c["quantity"],
+                c["name"],
+                str(c["n_pairs"]),
+                interval,
+                c["direction"] or c["reason"] or "",
+                declared,
+            )
+        )
     return rows
 
 
@@ -142,14 +156,18 @@ def _unread_outcomes(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[
 def _attempt_details(split: _Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
     comparisons = split.comparisons(cid, row["attempt_id"])
     outcomes = split.outcomes(cid, row["attempt_id"])
-    summary = (f"{md(row['attempt_id'])} (round {row['round']}, {md(row['candidate'])}): "
-               f"quantities {comparisons.height}, "
-               f"declared expectations {outcomes.height}")  # fmt: skip
+    summary = (
+        f"{md(row['attempt_id'])} (round {row['round']}, {md(row['candidate'])}): "
+        f"quantities {comparisons.height}, "
+        f"declared expectations {outcomes.height}"
+    )
     body = _md_table(_QUANTITY_HEADERS, _quantity_rows(comparisons, outcomes))
     extra = _unread_outcomes(comparisons, outcomes)
     tail = "\n" + "\n".join(extra) + "\n" if extra else ""
-    return (f"<details{' open' if open_ else ''}><summary>{summary}</summary>\n\n"
-            f"{body}{tail}\n</details>\n\n")  # fmt: skip
+    return (
+        f"<details{' open' if open_ else ''}><summary>{summary}</summary>\n\n"
+        f"{body}{tail}\n</details>\n\n"
+    )
 
 
 def render_markdown(result: AssessResult, *, details_open: bool = False, **_: Any) -> str:
@@ -173,10 +191,15 @@ def _rejected_markdown(rows: pl.DataFrame) -> str:
     if rows.is_empty():
         return ""
     names = ", ".join(md(n) for n in _rejected_names(rows))
-    lines = [f"- {md(r['attempt_id'] or 'campaign')}: {md(_issue(r))}\n"
-             for r in rows.iter_rows(named=True)]  # fmt: skip
-    return (f"**Rejected at ingest, not assessed:** {names} (fix the files and ingest again)\n\n"
-            + "".join(lines) + "\n")
+    lines = [
+        f"- {md(r['attempt_id'] or 'campaign')}: {md(_issue(r))}\n"
+        for r in rows.iter_rows(named=True)
+    ]
+    return (
+        f"**Rejected at ingest, not assessed:** {names} (fix the files and ingest again)\n\n"
+        + "".join(lines)
+        + "\n"
+    )
 
 
 def _rejected_names(rows: pl.DataFrame) -> list[str]:
@@ -196,18 +219,24 @@ def _campaign_markdown(split: _Split, cid: str, details_open: bool) -> str:
     out = []
     errors = split.blocked(cid)
     if errors.height:
-        out.append(f"### campaign {md(cid)}: BLOCKED by {errors.height} integrity "
-                   "error(s); no verdicts issued\n\n")  # fmt: skip
-        out += [f"- {_where(e)}: \\[{md(e['code'])}\\] {md(e['message'])}\n"
-                for e in errors.iter_rows(named=True)]  # fmt: skip
+        out.append(
+            f"### campaign {md(cid)}: BLOCKED by {errors.height} integrity "
+            "error(s); no verdicts issued\n\n"
+        )
+        out += [
+            f"- {_where(e)}: \\[{md(e['code'])}\\] {md(e['message'])}\n"
+            for e in errors.iter_rows(named=True)
+        ]
         return "".join(out) + "\n"
     rows = split.assessed(cid)
     if rows.is_empty():
         return f"### campaign {md(cid)}: no attempts assessed\n\n"
     first = rows.row(0, named=True)
     explain = str(first["require_explanation"]).lower()
-    out.append(f"### campaign {md(cid)}: decision {md(first['decision'])}, "
-               f"require_explanation {explain}\n\n")  # fmt: skip
+    out.append(
+        f"### campaign {md(cid)}: decision {md(first['decision'])}, "
+        f"require_explanation {explain}\n\n"
+    )
     named = list(rows.iter_rows(named=True))
     out.append(_md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
     out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
@@ -224,14 +253,16 @@ def final_markdown(final: FinalResult) -> str:
     if best.is_empty():
         return out + "**best attempt:** none (no attempt is PASS)\n"
     row = best.row(0, named=True)
-    return out + (f"**best attempt:** {md(row['attempt_id'])} (round {row['round']}, candidate "
-                  f"{md(row['candidate'])}): {md(_verdict(row))}\n")  # fmt: skip
+    return out + (
+        f"**best attempt:** {md(row['attempt_id'])} (round {row['round']}, candidate "
+        f"{md(row['candidate'])}): {md(_verdict(row))}\n"
+    )
 
 
 def ab_markdown(result: AbResult, command_a: str, command_b: str) -> str:
     """`ab --format markdown`: the two commands, the verdict line, then the attempt's tables
     with its quantities unfolded (there is one attempt)."""
-    head = (f"**A (baseline):** {md(command_a)}<br>\n**B (candidate):** {md(command_b)}\n\n")
+    head = f"**A (baseline):** {md(command_a)}<br>\n**B (candidate):** {md(command_b)}\n\n"
     row = result.row
     if row is not None and not result.final.assess.blocked.height:
         head += f"**verdict: {md(_verdict(row))}** ({md(_evidence(row))})\n\n"
@@ -279,8 +310,7 @@ def outcome_message(outcome: Mapping[str, Any], comparison: Mapping[str, Any] | 
         return text
     interval = fmt_paired(comparison["estimate"], comparison["low"], comparison["high"])
     moved = comparison["direction"] or comparison["reason"] or "-"
-    return (f"{text}: {comparison['quantity']} {comparison['name']} "
-            f"{interval or TEXT.none}, {moved}")  # fmt: skip
+    return f"{text}: {comparison['quantity']} {comparison['name']} {interval or TEXT.none}, {moved}"
 
 
 def _case(suite: ET.Element, classname: str, name: str) -> ET.Element:
@@ -291,14 +321,17 @@ def _attempt_cases(suite: ET.Element, split: _Split, cid: str) -> None:
     for row in split.assessed(cid).iter_rows(named=True):
         case = _case(suite, cid, f"{row['attempt_id']} {row['candidate']}")
         if row["verdict"] != "PASS":
-            ET.SubElement(case, "failure", message=_xml(attempt_message(row)),
-                          type=_xml(row["verdict"]))  # fmt: skip
+            ET.SubElement(
+                case, "failure", message=_xml(attempt_message(row)), type=_xml(row["verdict"])
+            )
         aid = row["attempt_id"]
-        evidence = {(c["quantity"], c["name"]): c
-                    for c in split.comparisons(cid, aid).iter_rows(named=True)}  # fmt: skip
+        evidence = {
+            (c["quantity"], c["name"]): c for c in split.comparisons(cid, aid).iter_rows(named=True)
+        }
         for o in split.outcomes(cid, aid).sort("position").iter_rows(named=True):
-            case = _case(suite, f"{cid}.{row['attempt_id']}",
-                         f"{o['target']} {o['name']} {o['expect']}")  # fmt: skip
+            case = _case(
+                suite, f"{cid}.{row['attempt_id']}", f"{o['target']} {o['name']} {o['expect']}"
+            )
             message = outcome_message(o, evidence.get((o["evidence"], o["name"])))
             if o["outcome"] in FAILING_OUTCOMES:
                 ET.SubElement(case, "failure", message=_xml(message), type=_xml(o["outcome"]))
@@ -308,11 +341,18 @@ def _attempt_cases(suite: ET.Element, split: _Split, cid: str) -> None:
 
 def _blocked_case(suite: ET.Element, errors: pl.DataFrame, cid: str) -> None:
     case = _case(suite, cid, "integrity")
-    error = ET.SubElement(case, "error", type="integrity",
-                          message=_xml(f"blocked by {errors.height} integrity error(s); no "
-                                       "verdicts issued"))  # fmt: skip
-    error.text = _xml("".join(f"{e['attempt_id'] or 'campaign'}: [{e['code']}] {e['message']}\n"
-                              for e in errors.iter_rows(named=True)))  # fmt: skip
+    error = ET.SubElement(
+        case,
+        "error",
+        type="integrity",
+        message=_xml(f"blocked by {errors.height} integrity error(s); no verdicts issued"),
+    )
+    error.text = _xml(
+        "".join(
+            f"{e['attempt_id'] or 'campaign'}: [{e['code']}] {e['message']}\n"
+            for e in errors.iter_rows(named=True)
+        )
+    )
 
 
 def _rejected_cases(suite: ET.Element, rows: pl.DataFrame, cid: str) -> None:
@@ -389,15 +429,25 @@ def github_annotations(result: AssessResult, focus: str | None = None) -> list[s
     for cid in _order(result):
         refused = split.rejected(cid)
         if refused.height:
-            out.append(annotation("error", f"explain-pipeline: campaign {cid} rejected at ingest",
-                                  f"not assessed: {', '.join(_rejected_names(refused))}; first: "
-                                  f"{_issue(refused.row(0, named=True))}"))  # fmt: skip
+            out.append(
+                annotation(
+                    "error",
+                    f"explain-pipeline: campaign {cid} rejected at ingest",
+                    f"not assessed: {', '.join(_rejected_names(refused))}; first: "
+                    f"{_issue(refused.row(0, named=True))}",
+                )
+            )
         errors = split.blocked(cid)
         if errors.height:
             first = errors.row(0, named=True)
-            out.append(annotation("error", f"explain-pipeline: campaign {cid} blocked",
-                                  f"{errors.height} integrity error(s), first: [{first['code']}] "
-                                  f"{first['message']}"))  # fmt: skip
+            out.append(
+                annotation(
+                    "error",
+                    f"explain-pipeline: campaign {cid} blocked",
+                    f"{errors.height} integrity error(s), first: [{first['code']}] "
+                    f"{first['message']}",
+                )
+            )
             continue
         rows = split.assessed(cid)
         if rows.is_empty():
@@ -415,8 +465,11 @@ def report_to_github(markdown: str, lines: list[str], *, stream: Callable[[str],
     if summary:
         data = markdown.encode("utf-8")
         if len(data) > GITHUB_SUMMARY_LIMIT:
-            click.echo(f"warning: the job summary ({len(data)} bytes) is larger than GitHub "
-                       f"accepts ({GITHUB_SUMMARY_LIMIT}); not appended", err=True)  # fmt: skip
+            click.echo(
+                f"warning: the job summary ({len(data)} bytes) is larger than GitHub "
+                f"accepts ({GITHUB_SUMMARY_LIMIT}); not appended",
+                err=True,
+            )
         else:
             try:
                 with open(summary, "a", encoding="utf-8") as handle:
@@ -444,5 +497,6 @@ def emit_ci(
     if junit is not None:
         write_junit(junit, result)
     if in_github_actions():
-        report_to_github(markdown(), github_annotations(result, focus),
-                         stream=lambda s: click.echo(s, err=True))  # fmt: skip
+        report_to_github(
+            markdown(), github_annotations(result, focus), stream=lambda s: click.echo(s, err=True)
+        )

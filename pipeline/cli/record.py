@@ -115,8 +115,15 @@ def campaign_group() -> None:
     show_default=True,
     help="Interval method.",
 )
-def start_command(folder: Path, metric: str, better: str, kind: str, interval: str,
-                  require_explanation: bool, **chosen: Any) -> int:  # fmt: skip
+def start_command(
+    folder: Path,
+    metric: str,
+    better: str,
+    kind: str,
+    interval: str,
+    require_explanation: bool,
+    **chosen: Any,
+) -> int:
     """Write FOLDER/campaign.json: the metric and the policy with every default filled in and
     its digest. The folder name is the campaign id. Refused (exit 2) when the folder already
     holds a campaign.json: the policy is frozen for the whole campaign.
@@ -140,8 +147,10 @@ def start_command(folder: Path, metric: str, better: str, kind: str, interval: s
     click.echo(f"  metric {metric} ({better} is better), kind {kind}")
     click.echo(f"  policy {settings}")
     click.echo(f"  policy_sha256 {document['policy_sha256']}")
-    click.echo(f"next: explain-pipeline round {folder} --baseline LABEL --baseline-cmd CMD "
-               "--candidate LABEL --candidate-cmd CMD")  # fmt: skip
+    click.echo(
+        f"next: explain-pipeline round {folder} --baseline LABEL --baseline-cmd CMD "
+        "--candidate LABEL --candidate-cmd CMD"
+    )
     return int(ExitCode.OK)
 
 
@@ -192,11 +201,15 @@ def render_final(final: FinalResult) -> str:
     best = rows.filter(rows["best"]) if rows.height else rows
     if best.height:
         row = best.row(0, named=True)
-        out.append(f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
-                   f"{row['candidate']}): {_verdict(row)}\n")  # fmt: skip
+        out.append(
+            f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
+            f"{row['candidate']}): {_verdict(row)}\n"
+        )
     elif final.rejected.height:
-        out.append("best attempt: none (no assessed attempt is PASS; some were rejected at "
-                   "ingest, above)\n")  # fmt: skip
+        out.append(
+            "best attempt: none (no assessed attempt is PASS; some were rejected at "
+            "ingest, above)\n"
+        )
     else:
         out.append("best attempt: none (no attempt is PASS)\n")
     return "".join(out)
@@ -207,8 +220,12 @@ def _verdict(row: dict[str, Any]) -> str:
 
 
 # -- round ------------------------------------------------------------------------------------
-def _trace_options(trace: str | None, step_pattern: str | None, region_pattern: str | None,
-                   renames: tuple[str, ...]) -> TraceOptions | None:  # fmt: skip
+def _trace_options(
+    trace: str | None,
+    step_pattern: str | None,
+    region_pattern: str | None,
+    renames: tuple[str, ...],
+) -> TraceOptions | None:
     from pipeline.errors import UsageError
     from pipeline.record.runner import TraceOptions
 
@@ -226,34 +243,81 @@ def _no_limit_if_zero(context: click.Context, param: click.Parameter, value: flo
 def run_options(function: Any) -> Any:
     """Options shared by round and ab: how runs are made and measured."""
     options = [
-        click.option("--repetitions", "-n", type=click.IntRange(1, 100_000), default=10,
-                     show_default=True, help="Repetitions: one run of each side per repetition."),
-        click.option("--warmup", type=click.IntRange(0, 1000), default=1, show_default=True,
-                     help="Warm-up runs per side before repetition 0 (not recorded)."),
-        click.option("--mechanism-file", type=click.Path(dir_okay=False, path_type=Path),
-                     default=None, help="The declaration, saved before any candidate run."),
-        click.option("--order-seed", type=declared_range("attempt", "order_seed"), default=None,
-                     help="Seed of the balanced run order (default: random, recorded)."),
-        click.option("--timeout", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT,
-                     show_default=True, callback=_no_limit_if_zero,
-                     help="Seconds after which a run is killed and counted failed; 0: no limit."),
-        click.option("--trace", type=click.Choice(["kineto"]), default=None,
-                     help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
-                     "its breakdown and counters are imported."),
-        click.option("--step-pattern", default=None,
-                     help="--trace: annotations whose whole name matches are the steps."),
-        click.option("--region-pattern", default=None,
-                     help="--trace: keep only regions whose whole name matches."),
-        click.option("--rename", "renames", multiple=True, metavar="OLD=NEW",
-                     help="--trace: rename a region or counter (repeatable)."),
-        click.option("--until-decided", is_flag=True, default=False,
-                     help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
-                     "at PASS, at futility or at --max-repetitions (needs a campaign frozen "
-                     "with --decision paired --interval sequential_t)."),
-        click.option("--max-repetitions", type=declared_range("attempt", "sequential",
-                     "max_pairs"), default=40, show_default=True,
-                     help="--until-decided: the most repetitions (even)."),
-    ]  # fmt: skip
+        click.option(
+            "--repetitions",
+            "-n",
+            type=click.IntRange(1, 100_000),
+            default=10,
+            show_default=True,
+            help="Repetitions: one run of each side per repetition.",
+        ),
+        click.option(
+            "--warmup",
+            type=click.IntRange(0, 1000),
+            default=1,
+            show_default=True,
+            help="Warm-up runs per side before repetition 0 (not recorded).",
+        ),
+        click.option(
+            "--mechanism-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="The declaration, saved before any candidate run.",
+        ),
+        click.option(
+            "--order-seed",
+            type=declared_range("attempt", "order_seed"),
+            default=None,
+            help="Seed of the balanced run order (default: random, recorded).",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0),
+            default=DEFAULT_TIMEOUT,
+            show_default=True,
+            callback=_no_limit_if_zero,
+            help="Seconds after which a run is killed and counted failed; 0: no limit.",
+        ),
+        click.option(
+            "--trace",
+            type=click.Choice(["kineto"]),
+            default=None,
+            help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
+            "its breakdown and counters are imported.",
+        ),
+        click.option(
+            "--step-pattern",
+            default=None,
+            help="--trace: annotations whose whole name matches are the steps.",
+        ),
+        click.option(
+            "--region-pattern",
+            default=None,
+            help="--trace: keep only regions whose whole name matches.",
+        ),
+        click.option(
+            "--rename",
+            "renames",
+            multiple=True,
+            metavar="OLD=NEW",
+            help="--trace: rename a region or counter (repeatable).",
+        ),
+        click.option(
+            "--until-decided",
+            is_flag=True,
+            default=False,
+            help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
+            "at PASS, at futility or at --max-repetitions (needs a campaign frozen "
+            "with --decision paired --interval sequential_t).",
+        ),
+        click.option(
+            "--max-repetitions",
+            type=declared_range("attempt", "sequential", "max_pairs"),
+            default=40,
+            show_default=True,
+            help="--until-decided: the most repetitions (even).",
+        ),
+    ]
     for option in reversed(options):
         function = option(function)
     return function
@@ -266,27 +330,54 @@ def measure_options(function: Any) -> Any:
     from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES
 
     options = [
-        click.option("--measure", "suite", type=click.Choice(SUITE_FORMATS), default=None,
-                     help="The command runs a benchmark suite writing its results to {results} "
-                     "($EXPLAIN_RESULTS): each benchmark becomes a region."),
-        click.option("--suite-metric", type=click.Choice(SUITE_METRICS), default="sum",
-                     show_default=True, help="--measure: the run's metric is the sum of the "
-                     "benchmarks' median per-iteration times, or their geometric mean."),
-        click.option("--metric-source", type=click.Choice(METRIC_SOURCES), default="wall",
-                     show_default=True, help="Without a metric from the command: its wall-clock "
-                     "time, or its CPU time (user + system)."),
-        click.option("--counters", "counter_sets", type=click.Choice(COUNTER_SETS),
-                     multiple=True, help="instructions: run each run under valgrind (cachegrind) "
-                     "and record the instructions executed (~70x slower)."),
-    ]  # fmt: skip
+        click.option(
+            "--measure",
+            "suite",
+            type=click.Choice(SUITE_FORMATS),
+            default=None,
+            help="The command runs a benchmark suite writing its results to {results} "
+            "($EXPLAIN_RESULTS): each benchmark becomes a region.",
+        ),
+        click.option(
+            "--suite-metric",
+            type=click.Choice(SUITE_METRICS),
+            default="sum",
+            show_default=True,
+            help="--measure: the run's metric is the sum of the "
+            "benchmarks' median per-iteration times, or their geometric mean.",
+        ),
+        click.option(
+            "--metric-source",
+            type=click.Choice(METRIC_SOURCES),
+            default="wall",
+            show_default=True,
+            help="Without a metric from the command: its wall-clock "
+            "time, or its CPU time (user + system).",
+        ),
+        click.option(
+            "--counters",
+            "counter_sets",
+            type=click.Choice(COUNTER_SETS),
+            multiple=True,
+            help="instructions: run each run under valgrind (cachegrind) "
+            "and record the instructions executed (~70x slower).",
+        ),
+    ]
 
     @functools.wraps(function)
-    def wrapper(*args: Any, suite: str | None, suite_metric: str, metric_source: str,
-                counter_sets: tuple[str, ...], **kwargs: Any) -> Any:  # fmt: skip
+    def wrapper(
+        *args: Any,
+        suite: str | None,
+        suite_metric: str,
+        metric_source: str,
+        counter_sets: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
         from pipeline.record.measure import MeasureOptions
 
-        chosen = MeasureOptions(suite, suite_metric, metric_source, tuple(dict.fromkeys(
-            counter_sets)))  # fmt: skip
+        chosen = MeasureOptions(
+            suite, suite_metric, metric_source, tuple(dict.fromkeys(counter_sets))
+        )
         return function(*args, measure=chosen, **kwargs)
 
     for option in reversed(options):
@@ -303,12 +394,26 @@ def measure_options(function: Any) -> Any:
 @click.option("--attempt-id", default=None, help="Attempt id (default r + round, e.g. r003).")
 @run_options
 @measure_options
-def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str,
-                  candidate_cmd: str, attempt_id: str | None, repetitions: int, warmup: int,
-                  mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
-                  trace: str | None, step_pattern: str | None, region_pattern: str | None,
-                  renames: tuple[str, ...], until_decided: bool, max_repetitions: int,
-                  measure: MeasureOptions) -> int:  # fmt: skip
+def round_command(
+    folder: Path,
+    baseline: str,
+    candidate: str,
+    baseline_cmd: str,
+    candidate_cmd: str,
+    attempt_id: str | None,
+    repetitions: int,
+    warmup: int,
+    mechanism_file: Path | None,
+    order_seed: int | None,
+    timeout: float | None,
+    trace: str | None,
+    step_pattern: str | None,
+    region_pattern: str | None,
+    renames: tuple[str, ...],
+    until_decided: bool,
+    max_repetitions: int,
+    measure: MeasureOptions,
+) -> int:
     """Record one round of the campaign in FOLDER: both commands run once per repetition, in
     a balanced, shuffled order, each run a fresh process.
 
@@ -343,13 +448,22 @@ def round_command(folder: Path, baseline: str, candidate: str, baseline_cmd: str
 
     _one_count(until_decided)
     request = RoundRequest(
-        folder, candidate=candidate, baseline=baseline, baseline_cmd=baseline_cmd,
-        candidate_cmd=candidate_cmd, repetitions=repetitions, warmup=warmup,
-        mechanism_file=mechanism_file, order_seed=order_seed, timeout=timeout,
+        folder,
+        candidate=candidate,
+        baseline=baseline,
+        baseline_cmd=baseline_cmd,
+        candidate_cmd=candidate_cmd,
+        repetitions=repetitions,
+        warmup=warmup,
+        mechanism_file=mechanism_file,
+        order_seed=order_seed,
+        timeout=timeout,
         attempt_id=attempt_id,
-        trace=_trace_options(trace, step_pattern, region_pattern, renames), measure=measure,
-        until_decided=until_decided, max_repetitions=max_repetitions,
-    )  # fmt: skip
+        trace=_trace_options(trace, step_pattern, region_pattern, renames),
+        measure=measure,
+        until_decided=until_decided,
+        max_repetitions=max_repetitions,
+    )
     result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
     click.echo(render_round(result))
     return int(ExitCode.ROUND_FAILED if result.status == "failed" else ExitCode.OK)
@@ -367,11 +481,15 @@ def _one_count(until_decided: bool) -> None:
     from pipeline.errors import UsageError
 
     ctx = click.get_current_context()
-    given = {name: ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
-             for name in ("repetitions", "max_repetitions")}  # fmt: skip
+    given = {
+        name: ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+        for name in ("repetitions", "max_repetitions")
+    }
     if until_decided and given["repetitions"]:
-        raise UsageError("--repetitions/-n and --until-decided: give one (with --until-decided "
-                         "the round stops when decided, at most --max-repetitions)")  # fmt: skip
+        raise UsageError(
+            "--repetitions/-n and --until-decided: give one (with --until-decided "
+            "the round stops when decided, at most --max-repetitions)"
+        )
     if given["max_repetitions"] and not until_decided:
         raise UsageError("--max-repetitions needs --until-decided (else use --repetitions/-n)")
 
@@ -411,14 +529,19 @@ def sequential_line(result: RoundResult) -> str | None:
     row = result.decision
     verdict = f"; verdict there {_verdict(row)}" if row is not None else ""
     repetitions = len({x["repetition"] for x in result.lines})
-    return (f"until decided: {STOPS[plan['stopped']]} at {repetitions} repetitions "
-            f"(pairs at each look: {looks}; looks from {plan['first_look']} every "
-            f"{plan['look_every']}, at most {plan['max_pairs']}){verdict}")  # fmt: skip
+    return (
+        f"until decided: {STOPS[plan['stopped']]} at {repetitions} repetitions "
+        f"(pairs at each look: {looks}; looks from {plan['first_look']} every "
+        f"{plan['look_every']}, at most {plan['max_pairs']}){verdict}"
+    )
 
 
 # -- ab ---------------------------------------------------------------------------------------
-@command("ab", epilog="Exit code 5: the verdict of B against A is not PASS; 6: the round failed "
-         "(no usable pair: its folder is kept and runs.log named).")
+@command(
+    "ab",
+    epilog="Exit code 5: the verdict of B against A is not PASS; 6: the round failed "
+    "(no usable pair: its folder is kept and runs.log named).",
+)
 @click.argument("command_a", metavar="CMD_A")
 @click.argument("command_b", metavar="CMD_B")
 @run_options
@@ -466,13 +589,31 @@ def sequential_line(result: RoundResult) -> str | None:
 )
 @format_option("text", "markdown", default="text")
 @junit_option
-def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
-               mechanism_file: Path | None, order_seed: int | None, timeout: float | None,
-               trace: str | None, step_pattern: str | None, region_pattern: str | None,
-               renames: tuple[str, ...], decision: str, require_explanation: bool,
-               until_decided: bool, max_repetitions: int, interval: str | None,
-               min_improvement_pct: float, metric: str, better: str, keep: Path | None,
-               measure: MeasureOptions, fmt: str, junit: Path | None) -> int:  # fmt: skip
+def ab_command(
+    command_a: str,
+    command_b: str,
+    repetitions: int,
+    warmup: int,
+    mechanism_file: Path | None,
+    order_seed: int | None,
+    timeout: float | None,
+    trace: str | None,
+    step_pattern: str | None,
+    region_pattern: str | None,
+    renames: tuple[str, ...],
+    decision: str,
+    require_explanation: bool,
+    until_decided: bool,
+    max_repetitions: int,
+    interval: str | None,
+    min_improvement_pct: float,
+    metric: str,
+    better: str,
+    keep: Path | None,
+    measure: MeasureOptions,
+    fmt: str,
+    junit: Path | None,
+) -> int:
     """Is B better than A? One round of both commands in a throw-away campaign, then the
     verdict, the paired interval, the order effect and the explanation. Exit 0 when the
     verdict is PASS, 5 when it is not: usable as a CI gate.
@@ -500,23 +641,39 @@ def ab_command(command_a: str, command_b: str, repetitions: int, warmup: int,
         from pipeline.assess.sequential import METHOD
 
         interval = METHOD if until_decided else AB_INTERVAL
-    policy = {"decision": decision, "require_explanation": require_explanation,
-              "min_improvement_pct": min_improvement_pct, "interval": interval}  # fmt: skip
+    policy = {
+        "decision": decision,
+        "require_explanation": require_explanation,
+        "min_improvement_pct": min_improvement_pct,
+        "interval": interval,
+    }
     result = ab(
-        command_a, command_b, repetitions=repetitions, warmup=warmup,
-        mechanism_file=mechanism_file, policy=policy, metric=metric, better=better,
-        order_seed=order_seed, timeout=timeout,
-        trace=_trace_options(trace, step_pattern, region_pattern, renames), keep=keep,
-        progress=sys.stderr.isatty(), warn=_warn, measure=measure,
-        until_decided=until_decided, max_repetitions=max_repetitions,
-    )  # fmt: skip
+        command_a,
+        command_b,
+        repetitions=repetitions,
+        warmup=warmup,
+        mechanism_file=mechanism_file,
+        policy=policy,
+        metric=metric,
+        better=better,
+        order_seed=order_seed,
+        timeout=timeout,
+        trace=_trace_options(trace, step_pattern, region_pattern, renames),
+        keep=keep,
+        progress=sys.stderr.isatty(),
+        warn=_warn,
+        measure=measure,
+        until_decided=until_decided,
+        max_repetitions=max_repetitions,
+    )
     from pipeline.cli.ci import ab_markdown, emit_ci
 
     def markdown() -> str:
         return ab_markdown(result, command_a, command_b)
 
-    click.echo(markdown() if fmt == "markdown" else render_ab(result, command_a, command_b),
-               nl=False)  # fmt: skip
+    click.echo(
+        markdown() if fmt == "markdown" else render_ab(result, command_a, command_b), nl=False
+    )
     emit_ci(result.final.assess, junit=junit, markdown=markdown)
     if result.final.assess.blocked.height:
         return int(ExitCode.INTEGRITY)
@@ -544,8 +701,9 @@ def _order_effect(row: dict[str, Any]) -> str | None:
     if row["order_effect"] is None:
         return f"order effect: - ({row.get('order_effect_reason') or 'not computed'})"
     bias = "biased by run order" if row.get("order_bias") else "no order bias found"
-    estimate = _interval(row["order_effect"], row.get("order_effect_low"),
-                         row.get("order_effect_high"))  # fmt: skip
+    estimate = _interval(
+        row["order_effect"], row.get("order_effect_low"), row.get("order_effect_high")
+    )
     return f"order effect (A-first pairs vs B-first pairs): {estimate}, {bias}"
 
 
@@ -553,9 +711,11 @@ def _quantities(result: AbResult) -> list[str]:
     comparisons = result.final.assess.comparisons
     lines = []
     for c in comparisons.filter(comparisons["quantity"] != "metric").iter_rows(named=True):
-        lines.append(f"  {c['quantity']:<17} {c['name']:<24} "
-                     f"{_interval(c['estimate'], c['low'], c['high']):<30} "
-                     f"{c['direction'] or c['reason'] or ''}")  # fmt: skip
+        lines.append(
+            f"  {c['quantity']:<17} {c['name']:<24} "
+            f"{_interval(c['estimate'], c['low'], c['high']):<30} "
+            f"{c['direction'] or c['reason'] or ''}"
+        )
     outcomes = result.final.assess.outcomes
     for o in outcomes.iter_rows(named=True):
         lines.append(f"  declared {o['target']} {o['name']} {o['expect']}: {o['outcome']}")
@@ -579,18 +739,22 @@ def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
     recorded = result.round
     out = [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
     failed = recorded.count("baseline", "failed") + recorded.count("candidate", "failed")
-    out.append(f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
-               f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
-               f"{recorded.order_seed}")  # fmt: skip
+    out.append(
+        f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
+        f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
+        f"{recorded.order_seed}"
+    )
     until = sequential_line(recorded)
     if until:
         out.append(until)
     if result.final.assess.blocked.height or row is None:
         out.append("no verdict (see the errors above)")
         return "\n".join(out) + "\n"
-    out.append(f"paired ratio (> 1: B is better): "
-               f"{_interval(row['paired_estimate'], row['paired_low'], row['paired_high'])}"
-               + (f" ({row['paired_reason']})" if row["paired_reason"] else ""))  # fmt: skip
+    out.append(
+        f"paired ratio (> 1: B is better): "
+        f"{_interval(row['paired_estimate'], row['paired_low'], row['paired_high'])}"
+        + (f" ({row['paired_reason']})" if row["paired_reason"] else "")
+    )
     out.append(f"median improvement: {_num(row['improvement_pct'], '+.2f')} %")
     effect = _order_effect(row)
     if effect:
@@ -598,18 +762,24 @@ def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
     out.append(f"explanation: {row['explanation']}")
     out += _quantities(result)
     gate = result.policy["min_improvement_pct"]
-    out.append(f"verdict: {_verdict(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
-               f"require_explanation {_value(row['require_explanation'])})")  # fmt: skip
+    out.append(
+        f"verdict: {_verdict(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
+        f"require_explanation {_value(row['require_explanation'])})"
+    )
     if result.priced:
         gains = " / ".join(f"{g:g}%" for g in result.priced)
         pairs = " / ".join("never" if n is None else f"~{n}" for n in result.priced.values())
-        out.append(f"to detect a true gain of {gains} at 80% power: {pairs} pairs (from this "
-                   "round's spread; explain-pipeline plan prices it in detail)")  # fmt: skip
+        out.append(
+            f"to detect a true gain of {gains} at 80% power: {pairs} pairs (from this "
+            "round's spread; explain-pipeline plan prices it in detail)"
+        )
     if result.kept is not None:
         out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
     elif recorded.status == "failed":
-        out.append(f"the round failed{_stopped(recorded)}: its folder is kept, every run with "
-                   f"its stderr in {recorded.folder / 'runs.log'}")  # fmt: skip
+        out.append(
+            f"the round failed{_stopped(recorded)}: its folder is kept, every run with "
+            f"its stderr in {recorded.folder / 'runs.log'}"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -100,8 +100,9 @@ def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
 
     names = tuple(part.strip() for part in value.split(","))
     if any(n not in NOISES for n in names) or len(set(names)) != len(names):
-        raise click.BadParameter(f"expected distinct values among {', '.join(NOISES)}, "
-                                 f"got {value!r}")  # fmt: skip
+        raise click.BadParameter(
+            f"expected distinct values among {', '.join(NOISES)}, got {value!r}"
+        )
     return names
 
 
@@ -232,16 +233,41 @@ def simulate_command(
     "and without futility), peeking at fixed-n methods, and fixed-n rounds, per noise and true "
     "gain (docs/calibration.md, Sequential rounds).",
 )
-@click.option("--first-look", type=click.IntRange(min=2), default=6, show_default=True,
-              help="--sequential: pairs at the first look.")
-@click.option("--look-every", type=click.IntRange(min=1), default=2, show_default=True,
-              help="--sequential: pairs between looks.")
-@click.option("--max-pairs", type=click.IntRange(min=2), default=40, show_default=True,
-              help="--sequential: pairs at the last look.")
-@click.option("--fixed-pairs", default="10,20", show_default=True, callback=_parse_repetitions,
-              help="--sequential: pair counts of the fixed-n designs compared.")
-@click.option("--gains", default="0,1,2,5,10", show_default=True, callback=_parse_gains,
-              help="--sequential: true gains as multiples of the gate (min_improvement_pct).")
+@click.option(
+    "--first-look",
+    type=click.IntRange(min=2),
+    default=6,
+    show_default=True,
+    help="--sequential: pairs at the first look.",
+)
+@click.option(
+    "--look-every",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="--sequential: pairs between looks.",
+)
+@click.option(
+    "--max-pairs",
+    type=click.IntRange(min=2),
+    default=40,
+    show_default=True,
+    help="--sequential: pairs at the last look.",
+)
+@click.option(
+    "--fixed-pairs",
+    default="10,20",
+    show_default=True,
+    callback=_parse_repetitions,
+    help="--sequential: pair counts of the fixed-n designs compared.",
+)
+@click.option(
+    "--gains",
+    default="0,1,2,5,10",
+    show_default=True,
+    callback=_parse_gains,
+    help="--sequential: true gains as multiples of the gate (min_improvement_pct).",
+)
 @format_option("table", "json", "csv")
 @model_options
 def calibrate_command(
@@ -290,10 +316,14 @@ def calibrate_command(
         from pipeline.study import sequential as study
 
         found = study.sequential_study(
-            attempts=attempts, seed=seed, noises=[cast(Noise, n) for n in noises],
-            plan=(first_look, look_every, max_pairs), fixed=fixed_pairs, gains=gains,
+            attempts=attempts,
+            seed=seed,
+            noises=[cast(Noise, n) for n in noises],
+            plan=(first_look, look_every, max_pairs),
+            fixed=fixed_pairs,
+            gains=gains,
             model=_model(model),
-        )  # fmt: skip
+        )
         click.echo(study.render(found, fmt), nl=False)
         return ExitCode.OK
 

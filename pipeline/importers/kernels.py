@@ -84,13 +84,17 @@ def parse_kernel_regions(values: Sequence[str]) -> KernelRegions | None:
 
 def _check_group_name(name: str, taken: list[str]) -> None:
     if name == OTHER:
-        raise UsageError(f"--kernel-regions: {OTHER!r} is the region of the kernels no group "
-                         "matches; give the group another name")  # fmt: skip
+        raise UsageError(
+            f"--kernel-regions: {OTHER!r} is the region of the kernels no group "
+            "matches; give the group another name"
+        )
     if name in taken:
         raise UsageError(f"--kernel-regions: group {quoted(name)} is given twice")
     if len(name) > REGION_NAME_MAX or not name.isprintable():
-        raise UsageError(f"--kernel-regions: group name {quoted(name)}: expected at most "
-                         f"{REGION_NAME_MAX} printable characters")  # fmt: skip
+        raise UsageError(
+            f"--kernel-regions: group name {quoted(name)}: expected at most "
+            f"{REGION_NAME_MAX} printable characters"
+        )
 
 
 def regions_by_step(
@@ -101,8 +105,11 @@ def regions_by_step(
     refused (only groups merge kernels)."""
     import polars as pl
 
-    schema: dict[str, pl.DataType] = {"step": pl.String(), "kernel": pl.String(),
-                                      "seconds": pl.Decimal(38, 15)}  # fmt: skip
+    schema: dict[str, pl.DataType] = {
+        "step": pl.String(),
+        "kernel": pl.String(),
+        "seconds": pl.Decimal(38, 15),
+    }
     frame = pl.DataFrame(list(rows), schema=schema, orient="row")
     kernels = frame["kernel"].unique(maintain_order=True).to_list()
     regions = {kernel: rule.region_of(kernel) for kernel in kernels}

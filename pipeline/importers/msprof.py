@@ -237,13 +237,16 @@ def _kernel_breakdown(
     if not tasks:
         first = tables[0] if tables else None
         where = first.path if first else "msprof"
-        raise fail(where, None, "--kernel-regions: expected an op_summary or kernel_details "
-                                "file, got none")  # fmt: skip
+        raise fail(
+            where, None, "--kernel-regions: expected an op_summary or kernel_details file, got none"
+        )
     if kind == "kernel_details" and "op_summary" in kinds:
         notes.append("op_summary not used for kernel regions: kernel_details has the same tasks")
     if kinds & {"step_trace", "step_trace_time"}:
-        notes.append("step trace regions not used: with --kernel-regions the breakdown is kernel "
-                     "time (the metric still comes from the step trace)")  # fmt: skip
+        notes.append(
+            "step trace regions not used: with --kernel-regions the breakdown is kernel "
+            "time (the metric still comes from the step trace)"
+        )
     rows: list[tuple[str, str, Decimal]] = []
     for table in tasks:
         name_at, dur_at = (table.require(c) for c in TASK_COLUMNS[kind])

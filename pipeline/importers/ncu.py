@@ -107,8 +107,12 @@ def _kernel_breakdown(
     times = frame.filter(pl.col("metric") == TIME_METRIC)
     source = str(inputs[0].path)
     if times.is_empty():
-        raise fail(source, None, f"--kernel-regions: expected the metric {TIME_METRIC} "
-                                 f"(ncu --metrics {TIME_METRIC}), got none")  # fmt: skip
+        raise fail(
+            source,
+            None,
+            f"--kernel-regions: expected the metric {TIME_METRIC} "
+            f"(ncu --metrics {TIME_METRIC}), got none",
+        )
     if (times["name"] == "").any():
         raise fail(source, None, "--kernel-regions: expected a Kernel Name column")
     notes.append("kernel regions from ncu: replayed kernel time with locked clocks, not wall time")
@@ -159,8 +163,7 @@ def _raw(table: CsvTable) -> list[Row]:
         name = cells[name_at].strip() if name_at is not None else ""
         out.append((kernel, None, None, line, name))
         out.extend(
-            (kernel, c, _convert(table, line, c, units[i], cells[i]), line, name)
-            for i, c in wanted
+            (kernel, c, _convert(table, line, c, units[i], cells[i]), line, name) for i, c in wanted
         )
     return out
 

@@ -185,14 +185,19 @@ def _kernel_breakdown(
         if (step, "kern") not in seen:
             where = next((i.path for i in inputs if (i.step or "all") == step), inputs[0].path)
             for_step = f" for step {quoted(step)}" if step != "all" else ""
-            raise fail(where, None, f"--kernel-regions: expected a cuda_gpu_kern_sum report"
-                                    f"{for_step}, got none")  # fmt: skip
+            raise fail(
+                where,
+                None,
+                f"--kernel-regions: expected a cuda_gpu_kern_sum report{for_step}, got none",
+            )
     if any(kind == "nvtx" for _, kind in seen):
         notes.append("NVTX ranges not used: with --kernel-regions the breakdown is kernel time")
     source = seen[(steps[0], "kern")]
     regions = regions_by_step(rows, options.kernel_regions, source)
-    return {step: {r: v for r, v in regions.get(step, {}).items() if options.keeps_region(r)}
-            for step in steps}  # fmt: skip
+    return {
+        step: {r: v for r, v in regions.get(step, {}).items() if options.keeps_region(r)}
+        for step in steps
+    }
 
 
 def _counters(frame: pl.DataFrame, kinds: set[str]) -> dict[str, Decimal]:

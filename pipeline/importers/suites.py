@@ -34,14 +34,20 @@ from pipeline.importers.common import TIME_UNITS, fail, quoted, read_json
 
 STEP = "all"  # a flat breakdown is the one step "all" (contract §2.4)
 COUNTER_SEPARATOR = ":"  # counter "BENCHMARK:NAME"
-WHAT = dict(zip(SUITE_FORMATS, (  # what each format's file is, for error messages
-    'pytest-benchmark JSON (--benchmark-json): an object with a "benchmarks" list of objects '
-    'with "fullname" and "stats"',
-    'Google Benchmark JSON (--benchmark_out_format=json): an object with "context" and a '
-    '"benchmarks" list of objects with "name", "real_time" and "time_unit"',
-    'pyperf JSON (-o FILE): an object with "version" and a "benchmarks" list of objects with '
-    '"runs"',
-), strict=True))  # fmt: skip
+WHAT = dict(
+    zip(
+        SUITE_FORMATS,
+        (  # what each format's file is, for error messages
+            'pytest-benchmark JSON (--benchmark-json): an object with a "benchmarks" list of '
+            'objects with "fullname" and "stats"',
+            'Google Benchmark JSON (--benchmark_out_format=json): an object with "context" and a '
+            '"benchmarks" list of objects with "name", "real_time" and "time_unit"',
+            'pyperf JSON (-o FILE): an object with "version" and a "benchmarks" list of objects '
+            'with "runs"',
+        ),
+        strict=True,
+    )
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -122,9 +128,14 @@ def short_node_id(fullname: str) -> str:
 
 def _pytest_benchmark(path: Path, doc: Any) -> list[Benchmark]:
     items = _list(path, "pytest-benchmark", doc)
-    full = [_name(path, f"benchmarks[{i}].fullname",
-                  x.get("fullname", x.get("name")) if isinstance(x, dict) else None)
-            for i, x in enumerate(items)]  # fmt: skip
+    full = [
+        _name(
+            path,
+            f"benchmarks[{i}].fullname",
+            x.get("fullname", x.get("name")) if isinstance(x, dict) else None,
+        )
+        for i, x in enumerate(items)
+    ]
     short = [short_node_id(name) for name in full]
     out = []
     for index, item in enumerate(items):
@@ -134,8 +145,11 @@ def _pytest_benchmark(path: Path, doc: Any) -> list[Benchmark]:
         # two tests of the same file name in different folders keep their whole node ids
         name = short[index] if short.count(short[index]) == 1 else full[index]
         extra = item.get("extra_info") or {}
-        numbers = {k: [v] for k, v in extra.items() if isinstance(v, Decimal)} if isinstance(
-            extra, dict) else {}  # fmt: skip
+        numbers = (
+            {k: [v] for k, v in extra.items() if isinstance(v, Decimal)}
+            if isinstance(extra, dict)
+            else {}
+        )
         seconds = _seconds(path, name, _number(stats.get("median")))
         out.append(Benchmark(name, seconds, _counters(name, numbers)))
     return out
@@ -157,7 +171,7 @@ def _gbench_rows(path: Path, doc: Any) -> dict[str, list[dict[str, Any]]]:
     """The rows of each benchmark (``run_name``, or ``name`` in files before it existed): its
     repetitions, or its median (else mean) aggregate when only aggregates were reported."""
     if not isinstance(doc, dict) or not isinstance(doc.get("context"), dict):
-        raise fail(path, None, f"expected {WHAT['gbench']}, got no \"context\" object")
+        raise fail(path, None, f'expected {WHAT["gbench"]}, got no "context" object')
     grouped: dict[str, list[dict[str, Any]]] = {}
     aggregates: dict[str, dict[str, dict[str, Any]]] = {}
     for index, item in enumerate(_list(path, "gbench", doc)):
@@ -187,8 +201,12 @@ def _gbench(path: Path, doc: Any) -> list[Benchmark]:
             unit = row.get("time_unit")
             factor = TIME_UNITS.get(unit) if isinstance(unit, str) else None
             if factor is None:
-                raise fail(path, None, f"benchmark {quoted(name)}: expected a time_unit (ns, us, "
-                           f"ms or s), got {unit!r}")  # fmt: skip
+                raise fail(
+                    path,
+                    None,
+                    f"benchmark {quoted(name)}: expected a time_unit (ns, us, "
+                    f"ms or s), got {unit!r}",
+                )
             times.append(_seconds(path, name, _number(row.get("real_time")), factor))
         counters: dict[str, list[Decimal]] = {}
         for row in rows:
@@ -213,11 +231,14 @@ def _pyperf(path: Path, doc: Any) -> list[Benchmark]:
             raise fail(path, None, f'benchmarks[{index}]: expected an object with "runs"')
         meta = {**common, **(item.get("metadata") or {})}
         name = _name(path, f"benchmarks[{index}].metadata.name", meta.get("name"))
-        values = [v for run in runs if isinstance(run, dict)
-                  for v in run.get("values") or []]  # fmt: skip
+        values = [v for run in runs if isinstance(run, dict) for v in run.get("values") or []]
         if not values or not all(isinstance(v, Decimal) for v in values):
-            raise fail(path, None, f"benchmark {quoted(name)}: expected numeric values "
-                       "(a file of calibration runs only has none)")  # fmt: skip
+            raise fail(
+                path,
+                None,
+                f"benchmark {quoted(name)}: expected numeric values "
+                "(a file of calibration runs only has none)",
+            )
         unit = meta.get("unit", "second")
         median = statistics.median(values)
         if unit == "second":

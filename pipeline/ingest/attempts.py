@@ -123,12 +123,17 @@ class _Run:
         """Keep the errors for the store, so that assess and report can name them later (as
         printable text: a name or message may hold what is not valid UTF-8)."""
         self.rejections += [
-            {"campaign_id": campaign_id, "path": printable(i.path),
-             "attempt_id": None if attempt_id is None else printable(attempt_id),
-             "line": i.line, "field": printable(i.field), "code": i.code,
-             "message": printable(i.message)}
+            {
+                "campaign_id": campaign_id,
+                "path": printable(i.path),
+                "attempt_id": None if attempt_id is None else printable(attempt_id),
+                "line": i.line,
+                "field": printable(i.field),
+                "code": i.code,
+                "message": printable(i.message),
+            }
             for i in issues
-        ]  # fmt: skip
+        ]
 
     def merge(self, other: _Run) -> None:
         """Add what ``other`` recorded after what this run holds."""
@@ -552,10 +557,12 @@ def _write_rejections(store: Store, txn: Transaction, run: _Run) -> None:
             txn.delete("rejections", cid)
     kept = store.read("rejections", [c for c in stored if c in found])
     changed = [
-        cid for cid in sorted(found)
+        cid
+        for cid in sorted(found)
         if not frame.filter(pl.col("campaign_id") == cid).equals(
-            kept.filter(pl.col("campaign_id") == cid))
-    ]  # fmt: skip
+            kept.filter(pl.col("campaign_id") == cid)
+        )
+    ]
     txn.put_partitions("rejections", frame, changed)
 
 

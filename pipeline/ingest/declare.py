@@ -153,8 +153,10 @@ def _msgspec_type(node: dict[str, Any], name: str) -> Any:
         key: Any = str
         names = node.get("propertyNames", {})
         if names:
-            key = Annotated[str, msgspec.Meta(min_length=names.get("minLength"),
-                                              max_length=names.get("maxLength"))]  # fmt: skip
+            key = Annotated[
+                str,
+                msgspec.Meta(min_length=names.get("minLength"), max_length=names.get("maxLength")),
+            ]
         base = dict.__class_getitem__((key, _msgspec_type(node["additionalProperties"], name)))
     elif kind == "array":
         base = list.__class_getitem__(_msgspec_type(node["items"], name))

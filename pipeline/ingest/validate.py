@@ -389,8 +389,14 @@ def _translate(error: ValidationError) -> Iterator[tuple[JsonPath, str, str]]:
         yield path, code, f"must match {expected}, got {describe(got)}"
     elif keyword == "maxLength":
         where = "has a name" if "propertyNames" in error.absolute_schema_path else "is a name"
-        yield path, "too_long", (f"{where} of {len(got)} characters, more than the limit of "
-                                 f"{expected} ({describe(got)})")  # fmt: skip
+        yield (
+            path,
+            "too_long",
+            (
+                f"{where} of {len(got)} characters, more than the limit of "
+                f"{expected} ({describe(got)})"
+            ),
+        )
     elif "propertyNames" in error.absolute_schema_path:
         yield path, "empty", "has an empty name (steps, regions and counters need one)"
     elif keyword in ("minLength", "minItems"):
@@ -765,8 +771,11 @@ def _capped(path: Path, issues: list[Issue], stopped: int | None, lines: list[st
     said = [f"{more} more error(s) not listed"] if more > 0 else []
     if unchecked:
         said.append(f"{unchecked} line(s) from line {stopped} on not checked")
-    message = (f"stopped after {MAX_ISSUES_PER_FILE} errors: " + "; ".join(said)
-               + " (the attempt is rejected; fix these and ingest again)")  # fmt: skip
+    message = (
+        f"stopped after {MAX_ISSUES_PER_FILE} errors: "
+        + "; ".join(said)
+        + " (the attempt is rejected; fix these and ingest again)"
+    )
     return [*issues[:MAX_ISSUES_PER_FILE], Issue(str(path), None, "", "too_many_errors", message)]
 
 

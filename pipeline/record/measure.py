@@ -45,9 +45,12 @@ RESULTS_PLACEHOLDER = "{results}"
 RESULTS_NAME = "results.json"
 CACHEGRIND_PREFIX = "cachegrind.out"
 VALGRIND = (
-    "valgrind", "--tool=cachegrind", "--cache-sim=no", "--branch-sim=no",
+    "valgrind",
+    "--tool=cachegrind",
+    "--cache-sim=no",
+    "--branch-sim=no",
     "--trace-children=yes",
-)  # fmt: skip
+)
 
 
 class MeasureFailure(Exception):
@@ -93,8 +96,11 @@ def check_options(
 def describe(options: MeasureOptions) -> str:
     """How the runs are measured, for runs.log: ``pytest-benchmark results (metric sum), rusage
     counters, instructions``."""
-    what = (f"{options.suite} results (metric {options.suite_metric})" if options.suite
-            else f"the command's file or its {options.metric_source} time")  # fmt: skip
+    what = (
+        f"{options.suite} results (metric {options.suite_metric})"
+        if options.suite
+        else f"the command's file or its {options.metric_source} time"
+    )
     return ", ".join([what, "rusage counters", *options.counters])
 
 
@@ -107,8 +113,12 @@ def command(words: Sequence[str], options: MeasureOptions, folder: Path) -> list
         results = str(folder / RESULTS_NAME)
         out = [w.replace(RESULTS_PLACEHOLDER, results) for w in out]
     if options.instructions:
-        out = [*VALGRIND, f"--cachegrind-out-file={folder / CACHEGRIND_PREFIX}.%p",
-               f"--log-file={folder / 'valgrind.log'}.%p", *out]  # fmt: skip
+        out = [
+            *VALGRIND,
+            f"--cachegrind-out-file={folder / CACHEGRIND_PREFIX}.%p",
+            f"--log-file={folder / 'valgrind.log'}.%p",
+            *out,
+        ]
     return out
 
 
@@ -213,9 +223,14 @@ def suite_fields(
             f"the command, e.g. --benchmark-json={RESULTS_PLACEHOLDER} for pytest-benchmark)"
         )
     try:
-        line, _ = import_line(options.suite, [str(results)], side=side,  # type: ignore[arg-type]
-                              repetition=max(repetition, 0), metric=written.get("metric"),
-                              suite_metric=options.suite_metric)  # fmt: skip
+        line, _ = import_line(
+            options.suite,
+            [str(results)],
+            side=side,  # type: ignore[arg-type]
+            repetition=max(repetition, 0),
+            metric=written.get("metric"),
+            suite_metric=options.suite_metric,
+        )
     except ExplainError as exc:
         raise MeasureFailure(f"{options.suite} results: {exc}") from None
     return {k: line[k] for k in ("metric", "breakdown", "counters") if k in line}

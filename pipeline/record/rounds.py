@@ -180,9 +180,7 @@ def _mechanism(request: RoundRequest, campaign: Document) -> bytes | None:
 def _attempt_id(request: RoundRequest, number: int) -> str:
     attempt_id = request.attempt_id or f"r{number:03d}"
     if not valid_id(attempt_id):
-        raise UsageError(
-            f"--attempt-id {attempt_id!r}: must match ^{ID_PATTERN.pattern}$"
-        )
+        raise UsageError(f"--attempt-id {attempt_id!r}: must match ^{ID_PATTERN.pattern}$")
     if (request.campaign_dir / attempt_id).exists():
         raise UsageError(f"{request.campaign_dir / attempt_id}: already exists")
     return attempt_id
@@ -249,8 +247,12 @@ def _create(
             document["started_at"] = timestamp(_after(declared))
         else:
             document["started_at"] = timestamp(now())
-        document |= {"order_seed": seed, "recorder": RECORDER, "environment": environment.capture(),
-                     **extra}
+        document |= {
+            "order_seed": seed,
+            "recorder": RECORDER,
+            "environment": environment.capture(),
+            **extra,
+        }
         write_atomic(staging / MEASUREMENTS_FILE, b"")
         write_atomic(staging / ATTEMPT_FILE, dump_json(document))
         staging.rename(final)
@@ -280,16 +282,19 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 # -- the runs ---------------------------------------------------------------------------------
 def _pairs(lines: list[dict[str, Any]]) -> int:
-    ok = [{x["repetition"] for x in lines if x["side"] == s and x["status"] == "ok"}
-          for s in ("baseline", "candidate")]  # fmt: skip
+    ok = [
+        {x["repetition"] for x in lines if x["side"] == s and x["status"] == "ok"}
+        for s in ("baseline", "candidate")
+    ]
     return len(ok[0] & ok[1])
 
 
 def _log_run(log: TextIO, label: str, side: Side, result: RunResult, order: str = "") -> None:
     what = f"ok metric {result.metric:.6g}" if result.status == "ok" else f"failed: {result.reason}"
     seconds = (result.finished_at - result.started_at).total_seconds()
-    log.write(f"{timestamp(result.started_at)}  {label:<14} {side:<9} {order}{what} "
-              f"({seconds:.3f} s)\n")  # fmt: skip
+    log.write(
+        f"{timestamp(result.started_at)}  {label:<14} {side:<9} {order}{what} ({seconds:.3f} s)\n"
+    )
     if result.status == "failed" and result.stderr_tail.strip():
         log.write("".join(f"    | {x}\n" for x in result.stderr_tail.rstrip().splitlines()))
     log.flush()
@@ -350,8 +355,10 @@ def _first_failure(label: str, side: Side, result: RunResult, log_path: Path) ->
         tail = "; its stderr ends with:\n" + "".join(f"    | {x}\n" for x in lines)
     else:
         tail = " (its stderr is empty)\n"
-    return (f"warning: {side} run ({label}) failed: {result.reason}{tail}"
-            f"  every run is logged in {log_path}")  # fmt: skip
+    return (
+        f"warning: {side} run ({label}) failed: {result.reason}{tail}"
+        f"  every run is logged in {log_path}"
+    )
 
 
 @dataclass
@@ -371,16 +378,27 @@ class _Decider:
         if not self.plan.is_look(repetitions):
             return False
         clock = time.perf_counter()
-        found = until.look(self.plan, self.campaign, self.attempt.folder, self.attempt.document,
-                           lines, self.mechanism, self.looks, _pairs(lines))  # fmt: skip
+        found = until.look(
+            self.plan,
+            self.campaign,
+            self.attempt.folder,
+            self.attempt.document,
+            lines,
+            self.mechanism,
+            self.looks,
+            _pairs(lines),
+        )
         self.looks.append(found.pairs)
         self.last = found
         self.mark(found.stop or "interrupted")
-        verdict = found.row["verdict"] + (f" ({found.row['reason']})" if found.row["reason"]
-                                          else "")  # fmt: skip
-        log.write(f"{timestamp(now())}  look {len(self.looks)} at {found.pairs} pairs: "
-                  f"{verdict}; {_going(found.stop)} (look took "
-                  f"{time.perf_counter() - clock:.3f} s)\n")  # fmt: skip
+        verdict = found.row["verdict"] + (
+            f" ({found.row['reason']})" if found.row["reason"] else ""
+        )
+        log.write(
+            f"{timestamp(now())}  look {len(self.looks)} at {found.pairs} pairs: "
+            f"{verdict}; {_going(found.stop)} (look took "
+            f"{time.perf_counter() - clock:.3f} s)\n"
+        )
         log.flush()
         return found.stop is not None
 
@@ -426,8 +444,9 @@ def _execute_runs(
             result = execute(settings, slot.side, slot.repetition, folder)
             lines.append(result.line(slot.side, slot.repetition, slot.order))
             measurements.append(lines[-1])
-            _log_run(log, f"repetition {slot.repetition}", slot.side, result,
-                     f"order {slot.order}  ")  # fmt: skip
+            _log_run(
+                log, f"repetition {slot.repetition}", slot.side, result, f"order {slot.order}  "
+            )
             watch.saw(f"repetition {slot.repetition}", slot.side, result)
             shown = f"{result.metric:.4g}" if result.metric is not None else "failed"
             bar.set_postfix_str(f"rep {slot.repetition} {slot.side} {shown}", refresh=False)
@@ -453,13 +472,15 @@ def record_round(
         "candidate": split_command("--candidate-cmd", request.candidate_cmd),
     }
     check_trace_options(request.trace)
-    check_options(request.measure, tracing=request.trace is not None,
-                  commands=list(commands.values()))  # fmt: skip
+    check_options(
+        request.measure, tracing=request.trace is not None, commands=list(commands.values())
+    )
     mechanism = _mechanism(request, campaign)
     seed = random_seed() if request.order_seed is None else request.order_seed
     needs_file = campaign.data["metric"]["better"] == "higher"
-    settings = RunSettings(commands, request.timeout, request.trace, needs_file,
-                           measure=request.measure)  # fmt: skip
+    settings = RunSettings(
+        commands, request.timeout, request.trace, needs_file, measure=request.measure
+    )
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)
     plan = _plan(request, campaign)
@@ -471,14 +492,19 @@ def record_round(
     attempt = _create(request, attempt_id, number, seed, mechanism, extra)
     decider = None if plan is None else _Decider(plan, campaign, attempt, mechanism)
     total = len(slots) + 2 * request.warmup
-    bar = tqdm(total=total, disable=not progress, file=sys.stderr, unit="run",
-               desc=f"round {attempt_id}", leave=False)  # fmt: skip
+    bar = tqdm(
+        total=total,
+        disable=not progress,
+        file=sys.stderr,
+        unit="run",
+        desc=f"round {attempt_id}",
+        leave=False,
+    )
     scratch = Path(tempfile.mkdtemp(prefix="explain-round-"))
     watch = _Watch(attempt.folder / RUNS_LOG, _beside(bar, warn or (lambda text: None)))
     try:
         with bar, _sigterm_interrupts():
-            lines = _execute_runs(attempt, settings, request, slots, scratch, bar, watch,
-                                  decider)  # fmt: skip
+            lines = _execute_runs(attempt, settings, request, slots, scratch, bar, watch, decider)
     except KeyboardInterrupt:
         with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
             log.write(f"{timestamp(now())}  interrupted: the attempt stays aborted\n")
@@ -494,9 +520,17 @@ def record_round(
     attempt.write()
     status = attempt.document["status"]
     last = decider.last if decider is not None else None
-    return RoundResult(attempt.folder, attempt_id, number, status, seed, lines, watch.stopped,
-                       attempt.document.get("sequential"),
-                       last.row if last is not None else None)  # fmt: skip
+    return RoundResult(
+        attempt.folder,
+        attempt_id,
+        number,
+        status,
+        seed,
+        lines,
+        watch.stopped,
+        attempt.document.get("sequential"),
+        last.row if last is not None else None,
+    )
 
 
 def _plan(request: RoundRequest, campaign: Document) -> until.Plan | None:

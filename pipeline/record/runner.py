@@ -214,8 +214,9 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
     first. A KeyboardInterrupt while the command runs kills its process group and propagates."""
     trace = settings.trace is not None
     _clear(folder, trace)
-    env = run_environment(os.environ, side, repetition, folder, trace=trace,
-                          options=settings.measure)  # fmt: skip
+    env = run_environment(
+        os.environ, side, repetition, folder, trace=trace, options=settings.measure
+    )
     stdout, stderr = folder / "stdout", folder / "stderr"
     with stdout.open("wb") as out, stderr.open("wb") as err:
         started = now()
@@ -391,5 +392,10 @@ def check_trace_options(options: TraceOptions | None) -> None:
 
 
 __all__: Sequence[str] = [
-    "MeasureOptions", "RunResult", "RunSettings", "TraceOptions", "execute", "split_command"
-]  # fmt: skip
+    "MeasureOptions",
+    "RunResult",
+    "RunSettings",
+    "TraceOptions",
+    "execute",
+    "split_command",
+]

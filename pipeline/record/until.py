@@ -50,8 +50,13 @@ class Plan:
 
     def document(self, looks: list[int], stopped: Stopped) -> dict[str, Any]:
         """attempt.json's ``sequential`` object."""
-        return {"first_look": self.first_look, "look_every": self.look_every,
-                "max_pairs": self.max_pairs, "looks": looks, "stopped": stopped}  # fmt: skip
+        return {
+            "first_look": self.first_look,
+            "look_every": self.look_every,
+            "max_pairs": self.max_pairs,
+            "looks": looks,
+            "stopped": stopped,
+        }
 
     def is_look(self, repetitions: int) -> bool:
         return repetitions >= self.first_look and (repetitions - self.first_look) % BLOCK == 0
@@ -68,7 +73,9 @@ def check_campaign(policy: dict[str, Any], source: str) -> None:
         rate = sequential.PEEKING_FALSE_PASS.get(method)
         measured = (
             f"; stopping at the first PASS of {method} after every block passes {rate:.1%} of "
-            "rounds whose true gain equals the gate, where 2.5% is intended" if rate else ""
+            "rounds whose true gain equals the gate, where 2.5% is intended"
+            if rate
+            else ""
         )
         raise UsageError(
             f"--until-decided: {source} interval {method}, which is not valid under early "
@@ -121,8 +128,11 @@ def look(
     from pipeline.ingest.attempts import attempt_tables
     from pipeline.ingest.validate import AttemptFiles
 
-    document = {**attempt, "status": "completed",
-                "sequential": plan.document([*looks, pairs], "max")}  # fmt: skip
+    document = {
+        **attempt,
+        "status": "completed",
+        "sequential": plan.document([*looks, pairs], "max"),
+    }
     bodies = {ATTEMPT_FILE: dump_json(document), MEASUREMENTS_FILE: dump_lines(lines)}
     if mechanism is not None:
         bodies[MECHANISM_FILE] = mechanism
@@ -157,7 +167,12 @@ def _futile(plan: Plan, campaign: Document, row: dict[str, Any], comparisons: An
     sd = (math.log(high) - math.log(low)) / 2 * math.sqrt(n) / c
     gate = 1 + float(policy["min_improvement_pct"]) / 100
     return sequential.futile(
-        n, math.log(estimate), sd, gate=gate, first_look=plan.first_look,
-        look_every=plan.look_every, max_pairs=plan.max_pairs, confidence=confidence,
-    )  # fmt: skip
-
+        n,
+        math.log(estimate),
+        sd,
+        gate=gate,
+        first_look=plan.first_look,
+        look_every=plan.look_every,
+        max_pairs=plan.max_pairs,
+        confidence=confidence,
+    )

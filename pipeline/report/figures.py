@@ -407,30 +407,67 @@ def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) ->
     hover = [_forest_hover(r, higher_is_better) for r in rows.iter_rows(named=True)]
     shown = rows.with_columns(pl.Series("y", labels), pl.Series("hover", hover, dtype=pl.String))
     height = forest_height(rows.height)
-    one = {"type": "line", "xref": "x", "yref": "paper", "x0": 1.0, "x1": 1.0, "y0": 0, "y1": 1,
-           "line": {"color": "#57606a", "width": 1.2}}  # fmt: skip
+    one = {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": 1.0,
+        "x1": 1.0,
+        "y0": 0,
+        "y1": 1,
+        "line": {"color": "#57606a", "width": 1.2},
+    }
     gates = [  # the gate, where it applies: the metric's row
-        {"type": "rect", "xref": "x", "yref": "y", "x0": 1.0, "x1": gate, "y0": i - 0.42,
-         "y1": i + 0.42, "fillcolor": "#d4a72c", "opacity": 0.25, "line": {"width": 0},
-         "layer": "below"}
-        for i, q in enumerate(rows["quantity"]) if q == "metric"
-    ]  # fmt: skip
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "y",
+            "x0": 1.0,
+            "x1": gate,
+            "y0": i - 0.42,
+            "y1": i + 0.42,
+            "fillcolor": "#d4a72c",
+            "opacity": 0.25,
+            "line": {"width": 0},
+            "layer": "below",
+        }
+        for i, q in enumerate(rows["quantity"])
+        if q == "metric"
+    ]
     layout = _base_layout(
         height=height,
         margin={"l": 10, "r": 215, "t": 10, "b": 70},
         showlegend=True,
         hovermode="closest",
-        legend={"orientation": "h", "y": -70 / height, "x": 0, "yanchor": "top",
-                "font": {"size": 11}},
+        legend={
+            "orientation": "h",
+            "y": -70 / height,
+            "x": 0,
+            "yanchor": "top",
+            "font": {"size": 11},
+        },
         shapes=[one, *gates],
         annotations=_outcome_annotations(shown),
-        xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
-               "title": {"text": "ratio, log scale: > 1 = the candidate is better (metric, share "
-                                 "speedup) or smaller (regions, counters)",
-                         "font": {"size": 11, "color": "#59636e"}}},
-        yaxis={"type": "category", "categoryorder": "array", "categoryarray": labels,
-               "autorange": "reversed", "automargin": True, "gridcolor": "#f3f5f7"},
-    )  # fmt: skip
+        xaxis={
+            "type": "log",
+            "range": xrange,
+            "gridcolor": "#eaeef2",
+            "zeroline": False,
+            "title": {
+                "text": "ratio, log scale: > 1 = the candidate is better (metric, share "
+                "speedup) or smaller (regions, counters)",
+                "font": {"size": 11, "color": "#59636e"},
+            },
+        },
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "autorange": "reversed",
+            "automargin": True,
+            "gridcolor": "#f3f5f7",
+        },
+    )
     traces = [
         *_forest_points(shown, edge),
         *_forest_no_estimate(shown),
@@ -460,18 +497,37 @@ def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
                 for v in (min(lo, edge), min(hi, edge), None)  # +inf: at the edge
             ]
             ys = [v for y in spans["y"] for v in (y, y, None)]
-            traces.append({"type": "scatter", "x": xs, "y": ys, "mode": "lines",
-                           "showlegend": False, "legendgroup": dclass, "hoverinfo": "skip",
-                           "line": {"color": colour, "width": 2.5}})  # fmt: skip
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": xs,
+                    "y": ys,
+                    "mode": "lines",
+                    "showlegend": False,
+                    "legendgroup": dclass,
+                    "hoverinfo": "skip",
+                    "line": {"color": colour, "width": 2.5},
+                }
+            )
         hollow = dclass == "unverifiable"
-        traces.append({
-            "type": "scatter", "x": [min(v, edge) for v in part["estimate"]],
-            "y": part["y"].to_list(), "mode": "markers", "name": _DIRECTION_NAMES[dclass],
-            "legendgroup": dclass, "hovertext": part["hover"].to_list(), "hoverinfo": "text",
-            "marker": {"color": "#ffffff" if hollow else colour, "size": 9,
-                       "symbol": "diamond" if hollow else "circle",
-                       "line": {"color": colour, "width": 2}},
-        })  # fmt: skip
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [min(v, edge) for v in part["estimate"]],
+                "y": part["y"].to_list(),
+                "mode": "markers",
+                "name": _DIRECTION_NAMES[dclass],
+                "legendgroup": dclass,
+                "hovertext": part["hover"].to_list(),
+                "hoverinfo": "text",
+                "marker": {
+                    "color": "#ffffff" if hollow else colour,
+                    "size": 9,
+                    "symbol": "diamond" if hollow else "circle",
+                    "line": {"color": colour, "width": 2},
+                },
+            }
+        )
     return traces
 
 
@@ -484,12 +540,20 @@ def _forest_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
     part = shown.filter(pl.col("estimate").is_null())
     if part.is_empty():
         return []
-    return [{
-        "type": "scatter", "x": [1.0] * part.height, "y": part["y"].to_list(), "mode": "text",
-        "showlegend": False, "text": [f"unverifiable: {esc(r)}" for r in part["reason"]],
-        "textposition": "middle right", "hovertext": part["hover"].to_list(), "hoverinfo": "text",
-        "textfont": {"color": DIRECTION_COLOURS["unverifiable"], "size": 11},
-    }]  # fmt: skip
+    return [
+        {
+            "type": "scatter",
+            "x": [1.0] * part.height,
+            "y": part["y"].to_list(),
+            "mode": "text",
+            "showlegend": False,
+            "text": [f"unverifiable: {esc(r)}" for r in part["reason"]],
+            "textposition": "middle right",
+            "hovertext": part["hover"].to_list(),
+            "hoverinfo": "text",
+            "textfont": {"color": DIRECTION_COLOURS["unverifiable"], "size": 11},
+        }
+    ]
 
 
 def _forest_infinite(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
@@ -497,11 +561,19 @@ def _forest_infinite(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
     part = shown.filter(pl.col("high").is_infinite() | pl.col("estimate").is_infinite())
     if part.is_empty():
         return []
-    return [{
-        "type": "scatter", "x": [edge] * part.height, "y": part["y"].to_list(), "mode": "text",
-        "text": ["∞"] * part.height, "textposition": "top left", "showlegend": False,
-        "hoverinfo": "skip", "textfont": {"size": 14, "color": "#1f2328"},
-    }]  # fmt: skip
+    return [
+        {
+            "type": "scatter",
+            "x": [edge] * part.height,
+            "y": part["y"].to_list(),
+            "mode": "text",
+            "text": ["∞"] * part.height,
+            "textposition": "top left",
+            "showlegend": False,
+            "hoverinfo": "skip",
+            "textfont": {"size": 14, "color": "#1f2328"},
+        }
+    ]
 
 
 def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
@@ -525,8 +597,11 @@ def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
 
 # -- per-pair strip plot -------------------------------------------------------------------------
 STRIP_HEIGHT = 200  # the legend (the dots' colours and the three lines) takes two rows
-_ORDER_MARKS = {True: ("baseline ran first", "#0969da"), False: ("candidate ran first", "#bc4c00"),
-                None: ("order not recorded", "#57606a")}  # fmt: skip
+_ORDER_MARKS = {
+    True: ("baseline ran first", "#0969da"),
+    False: ("candidate ran first", "#bc4c00"),
+    None: ("order not recorded", "#57606a"),
+}
 
 
 def strip_figure(ratios: pl.DataFrame, *, estimate: float | None, gate: float) -> Figure:
@@ -542,32 +617,54 @@ def strip_figure(ratios: pl.DataFrame, *, estimate: float | None, gate: float) -
             pl.col("baseline_first").is_null() if key is None else pl.col("baseline_first") == key
         )
         if part.height:
-            traces.append({
-                "type": "scatter", "x": part["ratio"].to_list(), "y": part["y"].to_list(),
-                "mode": "markers", "name": name, "hoverinfo": "text",
-                "hovertext": [f"repetition {r}: ratio {html_number(v)}"
-                              for r, v in zip(part["repetition"], part["ratio"], strict=True)],
-                "marker": {"color": colour, "size": 8, "opacity": 0.8},
-            })  # fmt: skip
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": part["ratio"].to_list(),
+                    "y": part["y"].to_list(),
+                    "mode": "markers",
+                    "name": name,
+                    "hoverinfo": "text",
+                    "hovertext": [
+                        f"repetition {r}: ratio {html_number(v)}"
+                        for r, v in zip(part["repetition"], part["ratio"], strict=True)
+                    ],
+                    "marker": {"color": colour, "size": 8, "opacity": 0.8},
+                }
+            )
     # each line is a trace of its own, so the legend names it (shapes have no legend entry)
     traces += [
-        {"type": "scatter", "x": [x, x], "y": [-0.8, 0.8], "mode": "lines", "name": name,
-         "hoverinfo": "name", "line": {"color": colour, "width": width, "dash": dash}}
+        {
+            "type": "scatter",
+            "x": [x, x],
+            "y": [-0.8, 0.8],
+            "mode": "lines",
+            "name": name,
+            "hoverinfo": "name",
+            "line": {"color": colour, "width": width, "dash": dash},
+        }
         for x, name, colour, width, dash in (
             (1.0, "1: no change", "#57606a", 1.2, "solid"),
             (gate, f"gate ×{gate:.4g}", "#d4a72c", 1.2, "dot"),
             (estimate, f"paired estimate {html_number(estimate)}", "#1f2328", 2, "solid"),
         )
         if x is not None and math.isfinite(x)
-    ]  # fmt: skip
+    ]
     layout = _base_layout(
         height=STRIP_HEIGHT,
         margin={"l": 10, "r": 10, "t": 52, "b": 40},
         showlegend=True,
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": 11}},
-        xaxis={"type": "log", "range": xrange, "gridcolor": "#eaeef2", "zeroline": False,
-               "title": {"text": "metric ratio of each pair (> 1 = candidate better), log scale",
-                         "font": {"size": 11, "color": "#59636e"}}},
+        xaxis={
+            "type": "log",
+            "range": xrange,
+            "gridcolor": "#eaeef2",
+            "zeroline": False,
+            "title": {
+                "text": "metric ratio of each pair (> 1 = candidate better), log scale",
+                "font": {"size": 11, "color": "#59636e"},
+            },
+        },
         yaxis={"visible": False, "range": [-0.8, 0.8]},
-    )  # fmt: skip
+    )
     return {"data": traces, "layout": layout}

@@ -228,9 +228,10 @@ def rejected_html(data: CampaignData) -> str:
         return ""
     frame = data.rejected.with_columns(
         attempt=pl.col("attempt_id").fill_null("(campaign.json)"),  # not a link: no such page part
-        where=pl.when(pl.col("line").is_null()).then(pl.col("path"))
+        where=pl.when(pl.col("line").is_null())
+        .then(pl.col("path"))
         .otherwise(pl.format("{}:{}", "path", "line")),
-    )  # fmt: skip
+    )
     n = frame["attempt"].n_unique()
     return (
         '<section id="rejected"><h2>Rejected at ingest</h2>'
@@ -462,9 +463,11 @@ def _expectations_html(outcomes: pl.DataFrame) -> str:
     evidence = pl.col("evidence").replace({"region_normalized": "region / ref"})
     shown = outcomes.with_columns(
         pl.format("{} {}: {}", "target", "name", "expect").alias("expectation"),
-        pl.when(pl.col("direction").is_null()).then(evidence)
-        .otherwise(pl.format("{}: {}", evidence, "direction")).alias("evidence"),
-    )  # fmt: skip
+        pl.when(pl.col("direction").is_null())
+        .then(evidence)
+        .otherwise(pl.format("{}: {}", evidence, "direction"))
+        .alias("evidence"),
+    )
     return html_table(
         shown,
         ("expectation", "outcome", "reason", "evidence"),

@@ -464,12 +464,17 @@ class Store:
         except (OSError, pl.exceptions.PolarsError) as exc:
             return [(Path(files[0]).parent.parent, f"cannot read the table ({_first_line(exc)})")]
         return [
-            (Path(row["_file"]), "; ".join(
-                f"{text} in {row[str(i)]} row(s)" for i, (text, _) in enumerate(rules)
-                if row[str(i)]
-            ) + f"; the file does not match table {table_name} of schemas/tables.json")
+            (
+                Path(row["_file"]),
+                "; ".join(
+                    f"{text} in {row[str(i)]} row(s)"
+                    for i, (text, _) in enumerate(rules)
+                    if row[str(i)]
+                )
+                + f"; the file does not match table {table_name} of schemas/tables.json",
+            )
             for row in broken.iter_rows(named=True)
-        ]  # fmt: skip
+        ]
 
     def scan(self, table_name: str, campaign_ids: Iterable[str] | None = None) -> pl.LazyFrame:
         """The table as a LazyFrame with its declared columns (optionally only some campaigns)."""

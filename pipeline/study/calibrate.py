@@ -67,8 +67,18 @@ CoverageSource = Literal["assess", "intervals"]
 DEFAULT_ATTEMPTS = 2000
 
 # Per campaign and method: counts of attempts, and sums for the means, from one assessment.
-_COUNTS = ["attempts", "median_pass", "paired_pass", "paired_explained_pass", "explained",
-           "covered", "fractions", "fraction_sum", "log_estimate_sum", "order_flagged"]  # fmt: skip
+_COUNTS = [
+    "attempts",
+    "median_pass",
+    "paired_pass",
+    "paired_explained_pass",
+    "explained",
+    "covered",
+    "fractions",
+    "fraction_sum",
+    "log_estimate_sum",
+    "order_flagged",
+]
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,16 @@ RATES: dict[str, tuple[Scenario, str]] = {
     "gain_explained": ("gain", "explained"),
 }
 MEANS = ["aa_estimate_bias_pct", "gain_fraction_mean", "elsewhere_fraction_mean"]
-COLUMNS = ["noise", "repetitions", "method", "attempts", "seed", *RATES, *MEANS,
-           "aa_coverage_source"]  # fmt: skip
+COLUMNS = [
+    "noise",
+    "repetitions",
+    "method",
+    "attempts",
+    "seed",
+    *RATES,
+    *MEANS,
+    "aa_coverage_source",
+]
 
 
 class CalibrationError(ExplainError):
@@ -135,16 +153,17 @@ def calibrate(
             for n in noises
             for r in repetitions
             for s in ALL_SCENARIOS
-        ],  # fmt: skip
+        ],
         schema=["campaign_id", "noise", "repetitions", "scenario"],
         orient="row",
     )
     show = sys.stderr.isatty() if progress is None else progress
     with (
         tempfile.TemporaryDirectory(prefix="explain-calibrate-") as tmp,
-        tqdm(total=plan.height + len(METHODS), disable=not show, file=sys.stderr,
-             desc="calibrate") as bar,
-    ):  # fmt: skip
+        tqdm(
+            total=plan.height + len(METHODS), disable=not show, file=sys.stderr, desc="calibrate"
+        ) as bar,
+    ):
         store = Store(Path(tmp) / "store")
         for cid, noise, reps, scenario in plan.iter_rows():
             bar.set_postfix_str(cid)
@@ -192,8 +211,13 @@ def _tally(
         what_if = {"interval": method}
     ids = wanted["campaign_id"].to_list()
     if not ids:
-        return pl.DataFrame(schema={"campaign_id": pl.String, "method": pl.String,
-                                    **{c: pl.Float64 for c in _COUNTS}})  # fmt: skip
+        return pl.DataFrame(
+            schema={
+                "campaign_id": pl.String,
+                "method": pl.String,
+                **{c: pl.Float64 for c in _COUNTS},
+            }
+        )
     result = assess(store, ids, write=False, what_if=what_if, compare=False)
     if result.blocked.height or result.exit_code != ExitCode.OK:
         raise CalibrationError(f"simulated campaigns blocked by integrity: {ids}")
@@ -249,8 +273,9 @@ def covered_for_the_record(store: Store, cid: str, method: Method, model: Model)
     x = metric_log_ratios(store.read("samples", [cid]))
     if x.shape[0] < 2 and method != "percentile":
         return 0  # one pair has no spread: no t or expanded interval
-    got = method_intervals(x, method, resamples=model.resamples, seed=model.policy_seed,
-                           confidence=model.confidence)  # fmt: skip
+    got = method_intervals(
+        x, method, resamples=model.resamples, seed=model.policy_seed, confidence=model.confidence
+    )
     return int(np.sum((got.low <= 1) & (got.high >= 1)))
 
 
@@ -265,8 +290,7 @@ def _rates(tallies: pl.DataFrame, plan: pl.DataFrame, *, attempts: int, seed: in
         .join(base, on="campaign_id", how="left")
         .join(tallies, on=["campaign_id", "method"], how="left", suffix="_m")
     )
-    by_method = ["paired_pass", "paired_explained_pass", "explained", "covered",
-                 "log_estimate_sum"]  # fmt: skip
+    by_method = ["paired_pass", "paired_explained_pass", "explained", "covered", "log_estimate_sum"]
     full = full.with_columns([pl.coalesce(f"{c}_m", c).alias(c) for c in by_method]).select(
         "noise", "repetitions", "method", "scenario", *_COUNTS
     )
@@ -304,14 +328,26 @@ def fill_coverage_for_the_record(
     """Rows under min_pairs: coverage of each method computed from the samples."""
     short = plan.filter((pl.col("scenario") == "aa") & (pl.col("repetitions") < model.min_pairs))
     fixes = [
-        {"noise": n, "repetitions": r, "method": m,
-         "covered": covered_for_the_record(store, cid, m, model) / attempts}
-        for cid, n, r, _ in short.iter_rows() for m in METHODS
-    ]  # fmt: skip
+        {
+            "noise": n,
+            "repetitions": r,
+            "method": m,
+            "covered": covered_for_the_record(store, cid, m, model) / attempts,
+        }
+        for cid, n, r, _ in short.iter_rows()
+        for m in METHODS
+    ]
     if not fixes:
         return rows
-    fixed = pl.DataFrame(fixes, schema={"noise": pl.String, "repetitions": pl.Int64,
-                                        "method": pl.String, "covered": pl.Float64})  # fmt: skip
+    fixed = pl.DataFrame(
+        fixes,
+        schema={
+            "noise": pl.String,
+            "repetitions": pl.Int64,
+            "method": pl.String,
+            "covered": pl.Float64,
+        },
+    )
     return (
         rows.join(fixed, on=["noise", "repetitions", "method"], how="left")
         .with_columns(
@@ -404,11 +440,17 @@ def _table(result: Calibration) -> str:
     footnote = False
     for noise in result.noises:
         rows = result.rows.filter(pl.col("noise") == noise)
-        lines += ["", _NOISE_TITLE[noise], "median rule: " + ", ".join(
-            f"{r['repetitions']} reps A/A PASS {_pct(r['aa_median_false_pass'])} "
-            f"gain PASS {_pct(r['gain_median_pass'])}"
-            for r in rows.filter(pl.col("method") == "percentile").iter_rows(named=True)
-        ), _HEAD]  # fmt: skip
+        lines += [
+            "",
+            _NOISE_TITLE[noise],
+            "median rule: "
+            + ", ".join(
+                f"{r['repetitions']} reps A/A PASS {_pct(r['aa_median_false_pass'])} "
+                f"gain PASS {_pct(r['gain_median_pass'])}"
+                for r in rows.filter(pl.col("method") == "percentile").iter_rows(named=True)
+            ),
+            _HEAD,
+        ]
         for row in rows.iter_rows(named=True):
             footnote = footnote or row["aa_coverage_source"] == "intervals"
             lines.append(_line(row))

@@ -110,9 +110,11 @@ def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
         .unique()
     )
     kinds = pl.DataFrame(
-        {"quantity": ["region", "region_normalized", "counter"],
-         "target": ["region", "region", "counter"]}
-    )  # fmt: skip
+        {
+            "quantity": ["region", "region_normalized", "counter"],
+            "target": ["region", "region", "counter"],
+        }
+    )
     wanted = kinds.join(declared, on="target").select("quantity", "name")
     finite = pairs.filter(pl.col("x").is_finite())
     chosen = finite.join(wanted, on=["quantity", "name"], how="semi")
@@ -135,8 +137,10 @@ def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
     )
     order = {"metric": 0, "region": 1, "region_normalized": 1, "counter": 2}
     rows = sorted(per.iter_rows(named=True), key=lambda r: (order[r["quantity"]], r["name"]))
-    return [Spread(r["quantity"], r["name"], float(r["sd"]), int(r["n_pairs"]),
-                   int(r["n_attempts"])) for r in rows]  # fmt: skip
+    return [
+        Spread(r["quantity"], r["name"], float(r["sd"]), int(r["n_pairs"]), int(r["n_attempts"]))
+        for r in rows
+    ]
 
 
 # -- fixed rounds -----------------------------------------------------------------------------
@@ -187,9 +191,15 @@ def fixed_pairs(
 
 # -- sequential rounds ------------------------------------------------------------------------
 def sequential_pairs(
-    shift_gain: float, gate: float, sd: float, *, first_look: int, max_pairs: int,
-    confidence: float, rng: np.random.Generator,
-) -> tuple[float, float, float]:  # fmt: skip
+    shift_gain: float,
+    gate: float,
+    sd: float,
+    *,
+    first_look: int,
+    max_pairs: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> tuple[float, float, float]:
     """Power, mean pairs and 90th percentile of pairs of ``round --until-decided`` when the
     true mean log-ratio is ``shift_gain`` and the gate (a ratio) ``gate``: SIMULATIONS rounds of
     normal log-ratios stopped by the round's rules."""
@@ -208,8 +218,14 @@ def sequential_pairs(
     stop[:, -1] = True
     futile = np.vectorize(
         lambda n, m, sd_: sequential.futile(
-            int(n), float(m), float(sd_), gate=gate, first_look=first_look, look_every=2,
-            max_pairs=max_pairs, confidence=confidence,
+            int(n),
+            float(m),
+            float(sd_),
+            gate=gate,
+            first_look=first_look,
+            look_every=2,
+            max_pairs=max_pairs,
+            confidence=confidence,
         ),
         otypes=[bool],
     )  # the round's own rule, asked only of the rounds still running at each look
@@ -227,9 +243,12 @@ def sequential_pairs(
 
 # -- the plan ---------------------------------------------------------------------------------
 def plan(
-    folder: Path, effects_pct: Sequence[float] = EFFECTS_PCT, *, max_pairs: int = 40,
+    folder: Path,
+    effects_pct: Sequence[float] = EFFECTS_PCT,
+    *,
+    max_pairs: int = 40,
     sequential_columns: bool = True,
-) -> Plan:  # fmt: skip
+) -> Plan:
     """The plan of the campaign in ``folder`` (see the module docstring)."""
     from pipeline.record import until
 
@@ -249,16 +268,31 @@ def plan(
         for effect in effects_pct:
             d = math.log(1 + effect / 100)
             shift = d - math.log(gate)
-            fixed = {p: fixed_pairs(shift, spread.sd, p, method, confidence, min_pairs)
-                     for p in POWERS}  # fmt: skip
+            fixed = {
+                p: fixed_pairs(shift, spread.sd, p, method, confidence, min_pairs) for p in POWERS
+            }
             seq = (math.nan, math.nan, math.nan)
             if sequential_columns:
-                seq = sequential_pairs(d, gate, spread.sd, first_look=rounds.first_look,
-                                       max_pairs=rounds.max_pairs, confidence=confidence,
-                                       rng=rng)  # fmt: skip
+                seq = sequential_pairs(
+                    d,
+                    gate,
+                    spread.sd,
+                    first_look=rounds.first_look,
+                    max_pairs=rounds.max_pairs,
+                    confidence=confidence,
+                    rng=rng,
+                )
             rows.append(PlanRow(spread, effect, fixed, *seq))
-    return Plan(str(policy["campaign_id"]), method, gate_pct, confidence, min_pairs,
-                rounds.first_look, rounds.max_pairs, rows)  # fmt: skip
+    return Plan(
+        str(policy["campaign_id"]),
+        method,
+        gate_pct,
+        confidence,
+        min_pairs,
+        rounds.first_look,
+        rounds.max_pairs,
+        rows,
+    )
 
 
 def parse_effects(text: str) -> tuple[float, ...]:

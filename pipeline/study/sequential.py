@@ -46,8 +46,20 @@ DEFAULT_FIXED: tuple[int, ...] = (10, 20)
 PEEKED: tuple[Method, ...] = sequential.FIXED_N
 """The methods peeked at (``sequential.PEEKING_FALSE_PASS`` holds their rates)."""
 PEEK_GAINS: tuple[float, ...] = (0.0, 1.0)
-COLUMNS = ["noise", "gain", "ratio", "design", "attempts", "pass_rate", "coverage",
-           "pairs_mean", "pairs_median", "pairs_p90", "futility_rate", "max_rate"]  # fmt: skip
+COLUMNS = [
+    "noise",
+    "gain",
+    "ratio",
+    "design",
+    "attempts",
+    "pass_rate",
+    "coverage",
+    "pairs_mean",
+    "pairs_median",
+    "pairs_p90",
+    "futility_rate",
+    "max_rate",
+]
 
 
 @dataclass(frozen=True)
@@ -101,25 +113,47 @@ def _decisions(x: FloatArray, design: Design, model: Model) -> pl.DataFrame:
     gate = 1 + model.min_improvement_pct / 100
     for look in design.looks:  # over the planned looks (tens), not attempts
         part = x[:look]
-        got = method_intervals(part, design.method, resamples=model.resamples,
-                               seed=model.policy_seed, confidence=model.confidence,
-                               critical=design.critical)  # fmt: skip
+        got = method_intervals(
+            part,
+            design.method,
+            resamples=model.resamples,
+            seed=model.policy_seed,
+            confidence=model.confidence,
+            critical=design.critical,
+        )
         futile = np.zeros(x.shape[1], dtype=bool)
         if design.futility is not None:
             first, every, most = design.futility
             futile = sequential.futile_mask(
-                look, part.mean(axis=0), part.std(axis=0, ddof=1), gate=gate, first_look=first,
-                look_every=every, max_pairs=most, confidence=model.confidence,
-            )  # fmt: skip
-        frames.append(pl.DataFrame({"look": look, "attempt": np.arange(x.shape[1]),
-                                    "paired_low": got.low, "paired_high": got.high,
-                                    "futile": futile}))  # fmt: skip
+                look,
+                part.mean(axis=0),
+                part.std(axis=0, ddof=1),
+                gate=gate,
+                first_look=first,
+                look_every=every,
+                max_pairs=most,
+                confidence=model.confidence,
+            )
+        frames.append(
+            pl.DataFrame(
+                {
+                    "look": look,
+                    "attempt": np.arange(x.shape[1]),
+                    "paired_low": got.low,
+                    "paired_high": got.high,
+                    "futile": futile,
+                }
+            )
+        )
     verdict, _ = verdicts.paired_rule()
     return (
         pl.concat(frames)
-        .with_columns(status=pl.lit("completed"), metric_status=pl.lit("ok"),
-                      metric_reason=pl.lit(None, pl.String),
-                      min_improvement_pct=pl.lit(model.min_improvement_pct))  # fmt: skip
+        .with_columns(
+            status=pl.lit("completed"),
+            metric_status=pl.lit("ok"),
+            metric_reason=pl.lit(None, pl.String),
+            min_improvement_pct=pl.lit(model.min_improvement_pct),
+        )
         .with_columns(passed=verdict == "PASS")
     )
 
@@ -157,8 +191,9 @@ def _row(stops: pl.DataFrame) -> dict[str, float]:
     }
 
 
-def check(plan: tuple[int, int, int], fixed: Sequence[int], gains: Sequence[float],
-          attempts: int) -> None:  # fmt: skip
+def check(
+    plan: tuple[int, int, int], fixed: Sequence[int], gains: Sequence[float], attempts: int
+) -> None:
     try:
         sequential.schedule(*plan)
     except ValueError as exc:
@@ -194,11 +229,19 @@ def sequential_study(
             for design in designs(plan, fixed, model.confidence):
                 if design.name.startswith("peek") and gain not in PEEK_GAINS:
                     continue
-                rows.append({"noise": noise, "gain": gain, "ratio": ratio, "design": design.name,
-                             **_row(stops(x, design, model, ratio))})  # fmt: skip
+                rows.append(
+                    {
+                        "noise": noise,
+                        "gain": gain,
+                        "ratio": ratio,
+                        "design": design.name,
+                        **_row(stops(x, design, model, ratio)),
+                    }
+                )
     frame = pl.DataFrame(rows).select(COLUMNS)
-    return SequentialStudy(seed, attempts, plan, tuple(fixed), tuple(gains), tuple(noises),
-                           model, frame)  # fmt: skip
+    return SequentialStudy(
+        seed, attempts, plan, tuple(fixed), tuple(gains), tuple(noises), model, frame
+    )
 
 
 # -- output -------------------------------------------------------------------------------------
@@ -206,8 +249,10 @@ def _pct(rate: float) -> str:
     return f"{100 * rate:.1f}%"
 
 
-_HEAD = (f"{'gain':>5}  {'design':<26}  {'PASS':>6}  {'coverage':>8}  {'pairs mean':>10}  "
-         f"{'median':>6}  {'p90':>5}  {'futility':>8}  {'at max':>6}")  # fmt: skip
+_HEAD = (
+    f"{'gain':>5}  {'design':<26}  {'PASS':>6}  {'coverage':>8}  {'pairs mean':>10}  "
+    f"{'median':>6}  {'p90':>5}  {'futility':>8}  {'at max':>6}"
+)
 
 
 def render(study: SequentialStudy, fmt: str) -> str:
@@ -218,8 +263,13 @@ def render(study: SequentialStudy, fmt: str) -> str:
     if fmt == "json":
         import json
 
-        document = {"seed": study.seed, "attempts": study.attempts, "plan": list(study.plan),
-                    "fixed": list(study.fixed), "rows": rounded.to_dicts()}  # fmt: skip
+        document = {
+            "seed": study.seed,
+            "attempts": study.attempts,
+            "plan": list(study.plan),
+            "fixed": list(study.fixed),
+            "rows": rounded.to_dicts(),
+        }
         return json.dumps(document, indent=2) + "\n"
     m = study.model
     first, every, most = study.plan

@@ -354,8 +354,9 @@ def write_simulated_campaign(
     )
     width = max(3, len(str(attempts - 1)))
     for index in range(attempts):
-        document = attempt_document(index, width, scenario, model, seed,
-                                    balanced=order == "balanced")  # fmt: skip
+        document = attempt_document(
+            index, width, scenario, model, seed, balanced=order == "balanced"
+        )
         write_attempt(folder, document, run_lines(runs, index), mechanism=MECHANISM)
     return SimulatedCampaign(cid, scenario, repetitions, attempts, folder)
 
@@ -406,10 +407,11 @@ def simulate(
         announce(estimate.simulate_estimate(attempts, repetitions, len(scenarios)))
     out_dir.mkdir(parents=True, exist_ok=True)
     return [
-        write_simulated_campaign(out_dir, s, r, attempts=attempts, seed=seed, model=model,
-                                 noise=noise, order=order)
+        write_simulated_campaign(
+            out_dir, s, r, attempts=attempts, seed=seed, model=model, noise=noise, order=order
+        )
         for s, r in plan
-    ]  # fmt: skip
+    ]
 
 
 # -- the same campaign as store tables -----------------------------------------------------------
@@ -445,66 +447,112 @@ def campaign_tables(
     runs = draw_runs(model, scenario, repetitions, attempts, rng, noise=noise, order=order)
     width = max(3, len(str(attempts - 1)))
     balanced = order == "balanced"
-    docs = [attempt_document(i, width, scenario, model, seed, balanced=balanced)
-            for i in range(attempts)]  # fmt: skip
+    docs = [
+        attempt_document(i, width, scenario, model, seed, balanced=balanced)
+        for i in range(attempts)
+    ]
     ids = [d["attempt_id"] for d in docs]
     mechanism = mechanism_bytes(MECHANISM)
     digest = hashlib.sha256(mechanism).hexdigest()
     key = {"campaign_id": cid}
-    attempts_frame = pl.DataFrame({
-        **key, "attempt_id": ids, "round": [d["round"] for d in docs],
-        "candidate": [d["candidate"] for d in docs], "baseline": [d["baseline"] for d in docs],
-        "status": "completed",
-        "declared_at": [EPOCH + (i + 1) * _ATTEMPT_SPACING - _DECLARED_BEFORE
-                        for i in range(attempts)],
-        "started_at": [EPOCH + (i + 1) * _ATTEMPT_SPACING for i in range(attempts)],
-        "mechanism_sha256": digest, "mechanism_sha256_actual": digest,
-        "mechanism_sha256_first_seen": digest, "hypothesis": MECHANISM["hypothesis"],
-        "n_lines": 2 * repetitions,
-        "inputs_sha256": [hashlib.sha256(f"{cid}/{a}/{seed}".encode()).hexdigest() for a in ids],
-        "source_dir": [f"(calibrate, in memory)/{cid}/{a}" for a in ids],
-        "order_seed": pl.Series([d.get("order_seed") for d in docs], dtype=pl.Int64),
-    })  # fmt: skip
+    attempts_frame = pl.DataFrame(
+        {
+            **key,
+            "attempt_id": ids,
+            "round": [d["round"] for d in docs],
+            "candidate": [d["candidate"] for d in docs],
+            "baseline": [d["baseline"] for d in docs],
+            "status": "completed",
+            "declared_at": [
+                EPOCH + (i + 1) * _ATTEMPT_SPACING - _DECLARED_BEFORE for i in range(attempts)
+            ],
+            "started_at": [EPOCH + (i + 1) * _ATTEMPT_SPACING for i in range(attempts)],
+            "mechanism_sha256": digest,
+            "mechanism_sha256_actual": digest,
+            "mechanism_sha256_first_seen": digest,
+            "hypothesis": MECHANISM["hypothesis"],
+            "n_lines": 2 * repetitions,
+            "inputs_sha256": [
+                hashlib.sha256(f"{cid}/{a}/{seed}".encode()).hexdigest() for a in ids
+            ],
+            "source_dir": [f"(calibrate, in memory)/{cid}/{a}" for a in ids],
+            "order_seed": pl.Series([d.get("order_seed") for d in docs], dtype=pl.Int64),
+        }
+    )
     policy = model.policy()
     canonical = canonical_policy(policy)
     source = campaign_bytes(cid, created_at=_timestamp(EPOCH), metric=METRIC, policy=policy)
-    campaigns = pl.DataFrame({
-        **key, "kind": "project", "created_at": EPOCH, "metric_name": METRIC["name"],
-        "metric_better": METRIC["better"], **{k: [v] for k, v in with_defaults(policy).items()},
-        "policy_json": canonical.decode(), "policy_sha256": policy_sha256(policy),
-        "policy_sha256_actual": policy_sha256(policy),
-        "source_sha256": hashlib.sha256(source).hexdigest(),
-    })  # fmt: skip
+    campaigns = pl.DataFrame(
+        {
+            **key,
+            "kind": "project",
+            "created_at": EPOCH,
+            "metric_name": METRIC["name"],
+            "metric_better": METRIC["better"],
+            **{k: [v] for k, v in with_defaults(policy).items()},
+            "policy_json": canonical.decode(),
+            "policy_sha256": policy_sha256(policy),
+            "policy_sha256_actual": policy_sha256(policy),
+            "source_sha256": hashlib.sha256(source).hexdigest(),
+        }
+    )
     shape = runs.seconds.shape
     cell = np.indices(shape).reshape(len(shape), -1)
     run = np.indices(shape[:3]).reshape(3, -1)
     steps = [f"decode-{k}" for k in range(model.steps)]
-    breakdown = pl.DataFrame({
-        **key, "attempt_id": _codes(ids, cell[0]), "side": _codes(SIDES, cell[2]),
-        "repetition": cell[1], "step": _codes(steps, cell[3]), "region": _codes(REGIONS, cell[4]),
-        "seconds": runs.seconds.ravel(),
-    })  # fmt: skip
+    breakdown = pl.DataFrame(
+        {
+            **key,
+            "attempt_id": _codes(ids, cell[0]),
+            "side": _codes(SIDES, cell[2]),
+            "repetition": cell[1],
+            "step": _codes(steps, cell[3]),
+            "region": _codes(REGIONS, cell[4]),
+            "seconds": runs.seconds.ravel(),
+        }
+    )
     run_keys = {
-        **key, "attempt_id": _codes(ids, run[0]), "side": _codes(SIDES, run[2]),
+        **key,
+        "attempt_id": _codes(ids, run[0]),
+        "side": _codes(SIDES, run[2]),
         "repetition": run[1],
-    }  # fmt: skip
-    order_column = (pl.Series(runs.order.ravel(), dtype=pl.Int64) if runs.order is not None
-                    else pl.repeat(None, run.shape[1], dtype=pl.Int64, eager=True))  # fmt: skip
-    samples = pl.DataFrame({
-        **run_keys, "status": "ok", "metric": runs.metric.ravel(),
-        "line": run[1] * 2 + run[2] + 1, "order": order_column,
-    })  # fmt: skip
-    counters = pl.concat([
-        pl.DataFrame({**run_keys, "counter": "kernel_launches",
-                      "value": np.full(run.shape[1], float(runs.kernel_launches))}),
-        pl.DataFrame({**run_keys, "counter": "dram_bytes", "value": runs.dram_bytes.ravel()}),
-    ])  # fmt: skip
+    }
+    order_column = (
+        pl.Series(runs.order.ravel(), dtype=pl.Int64)
+        if runs.order is not None
+        else pl.repeat(None, run.shape[1], dtype=pl.Int64, eager=True)
+    )
+    samples = pl.DataFrame(
+        {
+            **run_keys,
+            "status": "ok",
+            "metric": runs.metric.ravel(),
+            "line": run[1] * 2 + run[2] + 1,
+            "order": order_column,
+        }
+    )
+    counters = pl.concat(
+        [
+            pl.DataFrame(
+                {
+                    **run_keys,
+                    "counter": "kernel_launches",
+                    "value": np.full(run.shape[1], float(runs.kernel_launches)),
+                }
+            ),
+            pl.DataFrame({**run_keys, "counter": "dram_bytes", "value": runs.dram_bytes.ravel()}),
+        ]
+    )
     exp = np.indices((attempts, len(MECHANISM["expectations"]))).reshape(2, -1)
     items = MECHANISM["expectations"]
-    expectations = pl.DataFrame({
-        **key, "attempt_id": _codes(ids, exp[0]), "position": exp[1],
-        **{f: _codes([e[f] for e in items], exp[1]) for f in ("target", "name", "expect")},
-    })  # fmt: skip
+    expectations = pl.DataFrame(
+        {
+            **key,
+            "attempt_id": _codes(ids, exp[0]),
+            "position": exp[1],
+            **{f: _codes([e[f] for e in items], exp[1]) for f in ("target", "name", "expect")},
+        }
+    )
     frames = {
         "campaigns": campaigns,
         "attempts": attempts_frame,
