@@ -7,6 +7,8 @@ import csv
 import io
 import json
 import math
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +163,30 @@ def test_report_names_each_ratio_by_its_direction(
     timeline = figs["plot-timeline"]["layout"]
     assert timeline["yaxis"]["title"]["text"] == "candidate / baseline (> 1: better)"
     assert "the metric (higher is better) candidate / baseline;" in page
+
+
+def test_ci_formats_and_plan_take_every_edge(
+    edges: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The CI outputs and `plan` read the same campaign: +inf, zero baselines, too few pairs,
+    unpaired and failed runs, an aborted attempt."""
+    attempts, store = edges
+    got = assessed(store, capsys)
+    markdown = ["assess", CAMPAIGN, "--store", str(store), "--format", "markdown"]
+    code, out, err = cli(markdown, capsys)
+    assert (code, err) == (0, "")
+    verdicts = {a: v["verdict"] for a, v in got.items()}
+    for attempt_id, verdict in verdicts.items():  # the verdict table: | round | attempt | ...
+        (row,) = [r for r in out.splitlines() if re.match(rf"\| \d+ \| {attempt_id} \|", r)]
+        assert verdict in row
+    junit = tmp_path / "edges.xml"
+    code, _, _ = cli(["assess", CAMPAIGN, "--store", str(store), "--junit", str(junit)], capsys)
+    assert code == 0
+    cases = ET.parse(junit).getroot().iter("testcase")
+    failed = {c.get("name", "").split()[0] for c in cases if c.find("failure") is not None}
+    assert {a for a, v in verdicts.items() if v == "FAIL"} <= failed
+    code, out, err = cli(["plan", str(attempts / CAMPAIGN)], capsys)
+    assert (code, err) == (0, "")
+    priced = [line.split() for line in out.splitlines() if line.startswith(("metric", "region"))]
+    # every gain asked (2, 5, 10%) clears the 1% gate and the edge campaign's spreads are tiny
+    assert priced and all("never" not in line and "nan" not in line for line in priced)

@@ -59,6 +59,14 @@ def test_a_gain_that_does_not_clear_the_gate_is_never_priced() -> None:
     assert fixed_pairs(math.log(1.005) - GATE, 0.05, 0.8, "student_t", 0.95, 5) is None
 
 
+def test_a_spread_of_rounding_noise_is_priced_at_min_pairs() -> None:
+    # identical values give a spread of ~1e-17, where scipy's noncentral t returns NaN: a gain
+    # above the gate is then certain at the fewest pairs, never "never"
+    for sd in (1e-17, 1e-12, 0.0):
+        assert fixed_pairs(math.log(1.02) - GATE, sd, 0.9, "student_t", 0.95, 5) == 5
+        assert fixed_pairs(math.log(1.02) - GATE, sd, 0.9, "percentile", 0.95, 5) == 5
+
+
 def test_sequential_columns_stop_early_on_clear_cases_and_rarely_pass_aa() -> None:
     rng = np.random.default_rng(0)
     power, mean, p90 = sequential_pairs(math.log(1.5), 1.01, 0.05, first_look=6, max_pairs=40,

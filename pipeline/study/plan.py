@@ -165,7 +165,11 @@ def fixed_power(
     if sd == 0:
         return np.where(shift > 0, 1.0, 0.0) * np.ones_like(n)
     ncp = shift * np.sqrt(n) / sd
-    return np.asarray(1.0 - stats.nct.cdf(critical(n, method, confidence), n - 1, ncp))
+    k = critical(n, method, confidence)
+    power = np.asarray(stats.nct.sf(k, n - 1, ncp), dtype=np.float64)
+    # scipy's noncentral t gives NaN for a huge ncp (a spread of rounding noise, ~1e-17): there
+    # the normal approximation is exact to the printed digits
+    return np.where(np.isnan(power), stats.norm.sf(k - ncp), power)
 
 
 def fixed_pairs(
@@ -216,24 +220,19 @@ def sequential_pairs(
         passed &= mean - c * s / np.sqrt(looks) > 0
     stop = passed.copy()
     stop[:, -1] = True
-    futile = np.vectorize(
-        lambda n, m, sd_: sequential.futile(
-            int(n),
-            float(m),
-            float(sd_),
+    running = np.ones(SIMULATIONS, dtype=bool)
+    for k, n in enumerate(looks[:-1]):  # a loop over the looks only: each asks every round
+        ask = running & ~passed[:, k]
+        stop[ask, k] = sequential.futile_mask(
+            n,
+            mean[ask, k],
+            s[ask, k],
             gate=gate,
             first_look=first_look,
             look_every=2,
             max_pairs=max_pairs,
             confidence=confidence,
-        ),
-        otypes=[bool],
-    )  # the round's own rule, asked only of the rounds still running at each look
-    running = np.ones(SIMULATIONS, dtype=bool)
-    for k, n in enumerate(looks[:-1]):
-        ask = running & ~passed[:, k]
-        if ask.any():
-            stop[ask, k] = futile(n, mean[ask, k], s[ask, k])
+        )  # the round's own rule, asked only of the rounds still running at each look
         running &= ~stop[:, k]
     first = stop.argmax(axis=1)
     used = looks[first]
