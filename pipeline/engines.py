@@ -1,16 +1,9 @@
 """Where the per-campaign work of ingest and assess runs: in this process, or on a Ray cluster.
 
-A unit of work is a pure function of files (stored attempts, store partitions) that returns
-frames: ingest validates one campaign folder, assess computes one batch of whole campaigns. The
-engine only decides where those calls run; the caller (the driver) consumes the results in the
-order the work was given and alone writes the store, in one transaction, exactly as with the
-local engine. So the store's rules (one writer holding the lock, every write atomic) do not
-depend on the engine, and the results are bit-identical: the same function runs on the same
-inputs, in batches cut the same way.
-
-Ray is optional (``pip install 'explain-pipeline[ray]'``) and imported only when asked for.
-Workers read the store and the inputs through the same paths as the driver: on a cluster both
-must be on storage that every node mounts at the same path (docs/scale-out.md).
+A unit of work is a pure function of files that returns frames; the caller consumes the results
+in order and alone writes the store, in one transaction. So the store's rules do not depend on
+the engine and results are bit-identical. Ray is optional and imported only when asked for
+(docs/scale-out.md).
 """
 
 from __future__ import annotations

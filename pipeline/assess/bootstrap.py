@@ -1,28 +1,9 @@
 """The paired percentile bootstrap of contract §4.2, for a whole batch of quantities at once.
 
-Every quantity with ``n`` pairs is resampled with the same index matrix (common random numbers),
-so the resample means of all of them are one matrix product: ``counts (B, n) @ x (n, Q) / n``,
-where ``counts[b, i]`` is how often pair ``i`` appears in resample ``b``. Quantities are processed
-in cache-sized chunks, so memory stays bounded whatever ``Q`` is, by two worker threads.
-
-The quantiles are numpy's ``linear`` quantiles to the last bit, but not computed by
-``numpy.quantile``: a full partition of every quantity's resample means costs about five times
-the rest of the bootstrap. Only two order statistics per tail are needed, so each tail is cut to
-a narrow band first (see ``_order_statistics``).
-
-A pair whose candidate value is 0 has ``x = +inf``: every resample that contains it has a mean of
-``+inf``. The product is taken over the finite part only and the infinite resamples are marked
-from ``counts @ isinf(x)``, so no ``inf - inf`` NaN ever reaches the quantiles.
-
-The numbers do not depend on which quantities share a batch, a chunk or a thread. A matrix
-product may add a row's terms in an order (and with fused multiply-adds) that depends on the
-row's place in the block, which moved interval bounds by one ulp between an incremental and a
-fresh assess. So each quantity's values are first put on an integer grid: ``X = rint(x * 2**s)``
-with the power of two ``s`` chosen from the quantity's own largest ``|x|`` so that every
-``|X| <= 2**53 / n``. Every product ``counts[b, i] * X[i]`` and every partial sum is then an
-integer below ``2**53``, exact in any order, and the resample mean is ``sum * 2**-s / n``. The
-grid costs at most ``n * 2**-53`` of the quantity's largest ``|x|`` (about 1e-15 relative at 10
-pairs), far inside the 1e-12 to which the results equal the plain per-quantity computation.
+Every quantity with ``n`` pairs uses the same index matrix, so all their resample means are one
+matrix product ``counts (B, n) @ x (n, Q) / n``, in cache-sized chunks on two threads; only the
+order statistics that numpy's ``linear`` quantile reads are selected (a full partition per
+quantity would cost about five times the rest). Bounds do not depend on batch, chunk or thread.
 """
 
 from __future__ import annotations
@@ -230,7 +211,12 @@ def linear_quantiles(
 
 def _on_grid(finite: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
     """Each column of ``finite`` (n, Q) as integers ``X = rint(x * 2**s)`` with ``|X| <= 2**53 / n``
-    and its ``s``: sums of up to ``n`` counted terms of ``X`` are exact in any order."""
+    and its ``s``: sums of up to ``n`` counted terms of ``X`` are exact in any order.
+
+    Why: a BLAS product may add a row's terms in an order that depends on the row's place in the
+    block, which once moved a bound by one ulp between an incremental and a fresh assess. On the
+    grid every partial sum is an integer below ``2**53``. Cost: at most ``n * 2**-53`` of the
+    column's largest ``|x|`` (about 1e-15 relative at 10 pairs)."""
     n = finite.shape[0]
     _, top = np.frexp(np.abs(finite).max(axis=0))  # largest |x| < 2**top (0 for all zeros)
     shift = (53 - (n - 1).bit_length()) - top.astype(np.int64)  # bit_length: ceil(log2 n)
@@ -296,7 +282,7 @@ def _bounds(
             # exact integer sums (quantities, resamples): the order statistics of the sums are
             # those of the means, so only the selected sums are turned into means
             np.matmul(finite_t[rows], counts_t, out=stat_t)
-            if infinite[:, rows].any():
+            if infinite[:, rows].any():  # a +inf pair makes every resample holding it +inf
                 hits = infinite[:, rows].T.astype(np.float64) @ counts_t
                 stat_t[hits > 0] = np.inf
             below, above = _order_statistics(stat_t, pos, band)

@@ -1,20 +1,8 @@
-"""The explained fraction (report only): how much of the measured saving the declared regions
-account for, per attempt, with a bootstrap interval from the paired resamples.
+"""The explained fraction of contract §11 (report only): how much of the measured saving the
+declared regions account for, per attempt, with a bootstrap interval.
 
-Per pair ``r`` and non-reference region ``g``, ``d_r(g)`` = baseline − candidate of the value the
-explanation reads (the region normalized by the reference regions when the mechanism declares
-some, else the raw region sum). ``D_r`` sums ``d_r`` over the regions declared ``decrease`` or
-``increase``, ``T_r`` over every non-reference region; the estimate is ``mean(D) / mean(T)``.
-The interval resamples pairs with the same index matrix as the paired intervals (same ``n``,
-seed and resamples), so ``D*`` and ``T*`` of every attempt with ``n`` pairs are two matrix
-products ``counts @ D / n`` and ``counts @ T / n``. If the ``T*`` interval contains 0 the total
-did not measurably change and no fraction is given (``total_unchanged``); otherwise
-``low, high = quantile(D* / T*, [α/2, 1 − α/2])`` (linear, on the ratio itself, no exp).
-
-1 means the declared regions account for the whole saving; near 0, the gain came from elsewhere
-even if the declared regions moved. Reasons, first match wins: ``not_applicable`` (no region
-declared ``decrease``/``increase``, or a paired run without a breakdown), ``too_few_pairs``
-(fewer than ``min_pairs``, none included), ``no_reference_time``, ``total_unchanged``.
+The interval resamples pairs with the paired intervals' index matrix, so the resample means of
+every attempt with ``n`` pairs are two matrix products, ``counts @ D / n`` and ``counts @ T / n``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""The order effect (report only): does the side that runs first in a repetition change the
-metric's paired log-ratio?
+"""The order effect of contract §12 (report only): does the side that runs first in a repetition
+change the metric's paired log-ratio? Welch's interval on the two groups of pairs.
 
-When every paired run carries ``order`` (0: ran first in its repetition, 1: second), the pairs
-are split by which side ran first: ``B`` (the baseline's order is 0) and ``C`` (the others).
-``diff = mean(x_B) − mean(x_C)`` over the metric's log-ratios, with Welch's interval
-(``v = var(x, ddof=1) / n`` per group, ``se = sqrt(v_B + v_C)``, Welch–Satterthwaite degrees of
-freedom, ``h = t_df(1 − α/2) · se``, ``h = 0`` when ``se = 0``). ``order_effect = exp(diff)``
-with ``exp(diff ∓ h)``; ``order_bias`` when that interval excludes 1.
-
-A constant position effect (the second run slower by a factor ``f``) moves ``x`` by ``+ln f`` in
-one group and ``−ln f`` in the other, so ``diff ≈ 2 ln f``; a balanced order cancels it in the
-paired estimate, and ``order_bias`` says it was there. Reasons, first match wins:
-``not_applicable`` (no pair, or the metric has no log-ratios, e.g. a zero baseline),
-``no_order`` (a paired run without ``order``), ``too_few_per_order`` (fewer than 2 pairs in a
-group). ``min_pairs`` does not apply: this is a diagnostic, not a verdict.
+A constant position effect moves ``x`` one way in one group and the other way in the other; a
+balanced order cancels it in the paired estimate, and ``order_bias`` says it was there.
 """
 
 from __future__ import annotations

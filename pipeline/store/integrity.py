@@ -1,15 +1,7 @@
 """Integrity errors of contract §6, derived from the evidence columns ingest stores.
 
-A pure function of the ``campaigns`` and ``attempts`` rows of the store: ingest writes its result
-to the ``integrity`` table, ``assess`` blocks a campaign when it has any row there. Codes:
-
-- ``policy_digest_mismatch``: recorded ``policy_sha256`` differs from the canonical policy's;
-- ``mechanism_digest_mismatch``: mechanism.json's sha256 differs from attempt.json's record;
-- ``mechanism_changed``: mechanism.json differs from the one the store saw first for the attempt
-  (also when it appeared or disappeared after the attempt was first ingested);
-- ``declared_after_start``: ``declared_at`` is later than ``started_at``;
-- ``mechanism_file_missing``: attempt.json records a digest, there is no mechanism.json;
-- ``mechanism_digest_missing``: mechanism.json exists, attempt.json records no digest.
+A pure function of the ``campaigns`` and ``attempts`` rows: ingest writes its result to the
+``integrity`` table, and ``assess`` blocks a campaign that has any row there.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Ad-hoc and named SQL over every table of the store (Polars SQL on lazy scans).
 
-Named queries live in ``queries/*.sql``. A file holds one or more queries, each introduced by a
-header of comment lines, then its SQL::
-
-    -- name: runs_per_side
-    -- description: ok and failed runs per campaign, attempt and side
-    SELECT ...
-
-Further ``--`` lines right after the description continue it. The loader rejects a header without
-a name, a name used twice (in any file), a query without SQL and SQL before the first header,
-naming ``file:line``.
+Named queries live in ``queries/*.sql``, each introduced by ``-- name:`` and ``-- description:``
+comment lines; the loader rejects a malformed or duplicate one naming ``file:line``
+(docs/ingest.md, "Named queries").
 """
 
 from __future__ import annotations
