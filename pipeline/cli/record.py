@@ -709,10 +709,12 @@ def _order_effect(row: dict[str, Any]) -> str | None:
 
 def _quantities(result: AbResult) -> list[str]:
     comparisons = result.final.assess.comparisons
+    shown = comparisons.filter(comparisons["quantity"] != "metric")
+    width = max([24, *(len(name) for name in shown["name"])])  # names line up, long ones too
     lines = []
-    for c in comparisons.filter(comparisons["quantity"] != "metric").iter_rows(named=True):
+    for c in shown.iter_rows(named=True):
         lines.append(
-            f"  {c['quantity']:<17} {c['name']:<24} "
+            f"  {c['quantity']:<17} {c['name']:<{width}} "
             f"{_interval(c['estimate'], c['low'], c['high']):<30} "
             f"{c['direction'] or c['reason'] or ''}"
         )
