@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import click
 
-from pipeline.cli.common import command, format_option
+from pipeline.cli.common import command, declared_range, format_option
 from pipeline.errors import ExitCode, UsageError
 from pipeline.study.simulate import Model
 
@@ -235,21 +235,21 @@ def simulate_command(
 )
 @click.option(
     "--first-look",
-    type=click.IntRange(min=2),
+    type=declared_range("attempt", "sequential", "first_look"),
     default=6,
     show_default=True,
     help="--sequential: pairs at the first look.",
 )
 @click.option(
     "--look-every",
-    type=click.IntRange(min=1),
+    type=declared_range("attempt", "sequential", "look_every"),
     default=2,
     show_default=True,
     help="--sequential: pairs between looks.",
 )
 @click.option(
     "--max-pairs",
-    type=click.IntRange(min=2),
+    type=declared_range("attempt", "sequential", "max_pairs"),
     default=40,
     show_default=True,
     help="--sequential: pairs at the last look.",
