@@ -5,6 +5,7 @@ pytest-benchmark suite (docs/suites.md)."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shlex
 import shutil
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from pipeline.cli import main
-from pipeline.record.measure import MeasureOptions, rusage_counters
+from pipeline.record.measure import MeasureFailure, MeasureOptions, instructions, rusage_counters
 from pipeline.record.order import SIDES
 from pipeline.record.runner import run_environment
 
@@ -173,3 +174,17 @@ def test_measure_options_that_cannot_work_are_usage_errors(
     assert code == 2 and "--measure and --trace" in err
     code, _, err = run_main(["ab", cmd, f"{cmd} {{results}}"], capsys)
     assert code == 2 and err.startswith("error: {results} in a command stands for the results")
+
+
+def test_cachegrind_outputs_are_read_as_bounded_regular_files(tmp_path: Path) -> None:
+    (tmp_path / "cachegrind.out.1").write_bytes(b"events: Ir\nsummary: 1200\n")
+    (tmp_path / "cachegrind.out.2").write_bytes(b"events: Ir\nsummary: 34\n")
+    assert instructions(tmp_path) == 1234
+    # the command can write its folder: a FIFO there once blocked the recorder's read forever
+    os.mkfifo(tmp_path / "cachegrind.out.3")
+    with pytest.raises(MeasureFailure, match=r"cachegrind.out.3: .*FIFO"):
+        instructions(tmp_path)
+    (tmp_path / "cachegrind.out.3").unlink()
+    (tmp_path / "cachegrind.out.3").symlink_to(tmp_path / "cachegrind.out.1")
+    with pytest.raises(MeasureFailure, match=r"cachegrind.out.3"):
+        instructions(tmp_path)

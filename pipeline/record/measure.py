@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ExplainError, UsageError
+from pipeline.ingest.files import InputFileError, MiB, read_regular
 
 RUSAGE_PREFIX = "rusage."
 METRIC_SOURCES = ("wall", "cpu")
@@ -44,6 +45,7 @@ RESULTS_VARIABLE = "EXPLAIN_RESULTS"
 RESULTS_PLACEHOLDER = "{results}"
 RESULTS_NAME = "results.json"
 CACHEGRIND_PREFIX = "cachegrind.out"
+CACHEGRIND_LIMIT = 64 * MiB  # a file per process: a summary and a line per function run
 VALGRIND = (
     "valgrind",
     "--tool=cachegrind",
@@ -195,8 +197,12 @@ def instructions(folder: Path) -> int:
     if not files:
         raise MeasureFailure("valgrind wrote no cachegrind output (see valgrind.log)")
     total = 0
-    for path in files:
-        found = _SUMMARY.search(path.read_bytes())
+    for path in files:  # in the run's folder, which the command can write: read as any input
+        try:
+            text = read_regular(path, CACHEGRIND_LIMIT, "a cachegrind output", follow=False)
+        except (InputFileError, OSError) as exc:
+            raise MeasureFailure(f"cachegrind output {path.name}: {exc}") from None
+        found = _SUMMARY.search(text)
         if found is None:
             raise MeasureFailure(f"cachegrind output {path.name} has no summary line")
         total += int(found.group(1))
