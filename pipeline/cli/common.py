@@ -1,20 +1,16 @@
 """What every command shares: the command class (its --help ends with the exit codes), the
---store, --format and -o/--output options, and writing a result to a file or stdout."""
+--store, --format, --junit and -o/--output options."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pipeline.errors import EXIT_CODES_HELP, UsageError
+from pipeline.errors import EXIT_CODES_HELP
 from pipeline.ingest.declare import DocumentKind, bounds, choices
-
-STDOUT = "-"
-"""`-o -` / `--output -`: write to stdout instead of a file."""
 
 
 class _ExitCodesEpilog:
@@ -70,6 +66,17 @@ def format_option(*choices: str, default: str = "table") -> Any:
     )
 
 
+junit_option = click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write a JUnit XML report: one test case per attempt (failure = not PASS) and "
+    "one per declared expectation (failure = contradicted). See docs/ci.md.",
+)
+
+
 def engine_options(command: Any) -> Any:
     """--engine and --ray-address: where the per-campaign work runs (docs/scale-out.md)."""
     command = click.option(
@@ -102,35 +109,6 @@ def output_option(help_text: str, *, dir_okay: bool = False, metavar: str | None
         metavar=metavar or ("DIR" if dir_okay else "FILE"),
         help=f"{help_text} `-` writes to stdout.",
     )
-
-
-def is_stdout(output: str | Path | None) -> bool:
-    return output is not None and str(output) == STDOUT
-
-
-def write_output(output: str | Path | None, data: str | bytes) -> Path | None:
-    """Write ``data`` to the file ``output`` or, for None or ``-``, to stdout. Returns the file
-    written, or None."""
-    if output is None or is_stdout(output):
-        if isinstance(data, bytes):
-            sys.stdout.flush()
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
-        else:
-            click.echo(data, nl=False)
-        return None
-    path = Path(output)
-    if path.is_dir():
-        raise UsageError(f"{path}: is a folder; give a file name")
-    try:
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            with path.open("w", encoding="utf-8", newline="") as handle:
-                handle.write(data)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from exc
-    return path
 
 
 def declared_range(kind: DocumentKind, *path: str) -> Any:

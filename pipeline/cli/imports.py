@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.common import command, declared_choice, declared_range, is_stdout, output_option
+from pipeline.cli.common import command, declared_choice, declared_range, output_option
 from pipeline.errors import ExitCode, UsageError
 from pipeline.importers import (
     DEFAULT_NAME_PATTERN,
@@ -17,6 +17,7 @@ from pipeline.importers import (
     import_run,
 )
 from pipeline.importers.kernels import EVERY_KERNEL
+from pipeline.output.sinks import is_stdout
 
 
 @command("import")

@@ -1,21 +1,16 @@
 """`explain-pipeline plan`: the pairs a comparison needs, priced before it runs.
 
-Thin: parses the options, calls pipeline.study.plan, prints the table (imported only when
-this command runs)."""
+Thin: parses the options, calls pipeline.study.plan, prints pipeline.output.text's table
+(imported only when this command runs)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.common import command, declared_range
 from pipeline.errors import ExitCode
-
-if TYPE_CHECKING:
-    from pipeline.study.plan import Plan
 
 
 @command("plan")
@@ -51,57 +46,10 @@ def plan_command(folder: Path, effect_pct: str, max_repetitions: int) -> int:
     from pipeline.study.plan import parse_effects, plan
 
     result = plan(folder, parse_effects(effect_pct), max_pairs=max_repetitions)
+    from pipeline.output.text import plan as render
+
     click.echo(render(result), nl=False)
     return int(ExitCode.OK)
-
-
-def _pairs(value: int | None) -> str:
-    return "never" if value is None else str(value)
-
-
-def render(result: Plan) -> str:
-    """The plan as a table: one line per quantity and gain."""
-    from pipeline.study.plan import LIMIT, POWERS
-
-    out = [
-        f"campaign {result.campaign_id}: interval {result.interval}, gate "
-        f"{result.gate_pct:g} % (metric), confidence {result.confidence:g}, min_pairs "
-        f"{result.min_pairs}",
-        f"sequential: round --until-decided, looks every 2 pairs from {result.first_look} "
-        f"to {result.max_pairs}",
-        "",
-        f"{'quantity':<28} {'spread':>7} {'gain':>6} "
-        + " ".join(f"{'fixed ' + format(p, '.0%'):>10}" for p in POWERS)
-        + f" {'seq power':>10} {'seq mean':>9} {'seq p90':>8}",
-    ]
-    for row in result.rows:
-        label = (
-            row.spread.quantity
-            if row.spread.quantity == "metric"
-            else (f"{row.spread.quantity} {row.spread.name}")
-        )
-        seq = (
-            ""
-            if math.isnan(row.sequential_power)
-            else (
-                f" {row.sequential_power:>10.0%} {row.sequential_mean:>9.1f} "
-                f"{row.sequential_p90:>8.0f}"
-            )
-        )
-        out.append(
-            f"{label[:28]:<28} {row.spread.sd:>7.4f} {row.effect_pct:>5g}% "
-            + " ".join(f"{_pairs(row.fixed[p]):>10}" for p in POWERS)
-            + seq
-        )
-    spread = result.rows[0].spread
-    out += [
-        "",
-        f"spread: standard deviation of the per-pair log-ratio within each attempt, "
-        f"pooled (metric: {spread.n_pairs} pairs in {spread.n_attempts} attempts); "
-        "fixed: pairs of a fixed round for that power; never: the gain does not clear the "
-        f"gate (or needs over {LIMIT:,} pairs)",
-    ]
-    return "\n".join(out) + "\n"
 
 
 COMMANDS: list[click.Command] = [plan_command]

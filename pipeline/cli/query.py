@@ -6,8 +6,9 @@ import io
 
 import click
 
-from pipeline.cli.common import command, format_option, output_option, store_option, write_output
+from pipeline.cli.common import command, format_option, output_option, store_option
 from pipeline.errors import ExitCode, UsageError
+from pipeline.output.sinks import write_output
 from pipeline.store.query import FORMATS, load_named_queries
 
 

@@ -7,29 +7,26 @@ only by the commands that need them, so `--help` stays fast.
 from __future__ import annotations
 
 import functools
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from pipeline.cli.ci import junit_option
 from pipeline.cli.common import (
     command,
     declared_choice,
     declared_range,
     format_option,
     group,
+    junit_option,
     store_option,
 )
 from pipeline.errors import ExitCode
 from pipeline.record import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
-    from pipeline.record.campaign import AbResult, FinalResult
     from pipeline.record.measure import MeasureOptions
-    from pipeline.record.rounds import RoundResult
     from pipeline.record.runner import TraceOptions
 
 AB_INTERVAL = "student_t"
@@ -141,21 +138,11 @@ def start_command(
         policy["require_explanation"] = True
     if interval != "percentile":  # omitted when it is the default, so digests stay as before
         policy["interval"] = interval
+    from pipeline.output.text import campaign_started
+
     document = start_campaign(folder, metric=metric, better=better, kind=kind, policy=policy)
-    settings = " ".join(f"{k}={_value(v)}" for k, v in sorted(document["policy"].items()))
-    click.echo(f"started campaign {document['campaign_id']} in {folder}")
-    click.echo(f"  metric {metric} ({better} is better), kind {kind}")
-    click.echo(f"  policy {settings}")
-    click.echo(f"  policy_sha256 {document['policy_sha256']}")
-    click.echo(
-        f"next: explain-pipeline round {folder} --baseline LABEL --baseline-cmd CMD "
-        "--candidate LABEL --candidate-cmd CMD"
-    )
+    click.echo(campaign_started(document, folder), nl=False)
     return int(ExitCode.OK)
-
-
-def _value(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 @campaign_group.command("final")
@@ -176,47 +163,19 @@ def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | 
       explain-pipeline campaign final attempts/matmul --store .explain-store
       explain-pipeline campaign final attempts/matmul --format markdown --junit verdicts.xml
     """
-    from pipeline.cli.ci import emit_ci, final_markdown
+    from pipeline.output.sinks import Sinks
     from pipeline.record.campaign import final_campaign
     from pipeline.store.tables import Store
 
+    sinks = Sinks.chosen(fmt, junit=junit)
     final = final_campaign(folder, Store.open(store_path))
-    click.echo(final_markdown(final) if fmt == "markdown" else render_final(final), nl=False)
-    emit_ci(final.assess, junit=junit, markdown=lambda: final_markdown(final))
+    sinks.emit(final)
     for issue in final.ingest.issues:
         click.echo(str(issue), err=True)
     code = final.assess.exit_code
     if code == ExitCode.OK and (final.rejected.height or final.ingest.exit_code):
         return int(ExitCode.REJECTED)
     return int(code)
-
-
-def render_final(final: FinalResult) -> str:
-    from pipeline.cli.assess import render_table
-
-    out = [render_table(final.assess)]
-    rows = final.assess.assessments
-    if final.assess.blocked.height:
-        return "".join(out)
-    best = rows.filter(rows["best"]) if rows.height else rows
-    if best.height:
-        row = best.row(0, named=True)
-        out.append(
-            f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
-            f"{row['candidate']}): {_verdict(row)}\n"
-        )
-    elif final.rejected.height:
-        out.append(
-            "best attempt: none (no assessed attempt is PASS; some were rejected at "
-            "ingest, above)\n"
-        )
-    else:
-        out.append("best attempt: none (no attempt is PASS)\n")
-    return "".join(out)
-
-
-def _verdict(row: dict[str, Any]) -> str:
-    return row["verdict"] + (f" ({row['reason']})" if row.get("reason") else "")
 
 
 # -- round ------------------------------------------------------------------------------------
@@ -465,7 +424,9 @@ def round_command(
         max_repetitions=max_repetitions,
     )
     result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
-    click.echo(render_round(result))
+    from pipeline.output.text import round_
+
+    click.echo(round_(result), nl=False)
     return int(ExitCode.ROUND_FAILED if result.status == "failed" else ExitCode.OK)
 
 
@@ -492,48 +453,6 @@ def _one_count(until_decided: bool) -> None:
         )
     if given["max_repetitions"] and not until_decided:
         raise UsageError("--max-repetitions needs --until-decided (else use --repetitions/-n)")
-
-
-def render_round(result: RoundResult) -> str:
-    counts = "; ".join(
-        f"{side} {result.count(side, 'ok')} ok, {result.count(side, 'failed')} failed"
-        for side in ("baseline", "candidate")
-    )
-    first = sum(1 for x in result.lines if x["side"] == "baseline" and x["order"] == 0)
-    total = len({x["repetition"] for x in result.lines})
-    stopped = f" (stopped: {result.stopped})" if result.stopped else ""
-    until = sequential_line(result)
-    return (
-        f"round {result.round} ({result.attempt_id}): {result.status}{stopped}\n"
-        f"  {counts}; {result.n_pairs} pairs\n"
-        + (f"  {until}\n" if until else "")
-        + f"  order seed {result.order_seed}: baseline first in {first} of {total} repetitions\n"
-        f"  {result.folder} (runs.log: every run, failures with their stderr)"
-    )
-
-
-STOPS = {
-    "pass": "PASS reached",
-    "futility": "PASS out of reach by the maximum (futility)",
-    "max": "the maximum reached",
-    "interrupted": "stopped before a decision",
-}
-
-
-def sequential_line(result: RoundResult) -> str | None:
-    """--until-decided: why the round stopped, after which looks, and the verdict there."""
-    plan = result.sequential
-    if plan is None:
-        return None
-    looks = ", ".join(str(n) for n in plan["looks"]) or "none"
-    row = result.decision
-    verdict = f"; verdict there {_verdict(row)}" if row is not None else ""
-    repetitions = len({x["repetition"] for x in result.lines})
-    return (
-        f"until decided: {STOPS[plan['stopped']]} at {repetitions} repetitions "
-        f"(pairs at each look: {looks}; looks from {plan['first_look']} every "
-        f"{plan['look_every']}, at most {plan['max_pairs']}){verdict}"
-    )
 
 
 # -- ab ---------------------------------------------------------------------------------------
@@ -634,9 +553,11 @@ def ab_command(
       explain-pipeline ab "python old.py" "python new.py" --format markdown --junit ab.xml
       explain-pipeline ab "python old.py" "python new.py" --until-decided
     """
+    from pipeline.output.sinks import Sinks
     from pipeline.record.campaign import ab
 
     _one_count(until_decided)
+    sinks = Sinks.chosen(fmt, junit=junit)
     if interval is None:
         from pipeline.assess.sequential import METHOD
 
@@ -666,127 +587,13 @@ def ab_command(
         until_decided=until_decided,
         max_repetitions=max_repetitions,
     )
-    from pipeline.cli.ci import ab_markdown, emit_ci
-
-    def markdown() -> str:
-        return ab_markdown(result, command_a, command_b)
-
-    click.echo(
-        markdown() if fmt == "markdown" else render_ab(result, command_a, command_b), nl=False
-    )
-    emit_ci(result.final.assess, junit=junit, markdown=markdown)
+    sinks.emit(result)
     if result.final.assess.blocked.height:
         return int(ExitCode.INTEGRITY)
     if result.round.status == "failed":
         return int(ExitCode.ROUND_FAILED)
     row = result.row
     return int(ExitCode.OK if row is not None and row["verdict"] == "PASS" else ExitCode.NOT_PASS)
-
-
-def _num(value: float | None, spec: str = ".4f") -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return format(value, spec) if math.isfinite(value) else ("inf" if value > 0 else "-inf")
-
-
-def _interval(estimate: float | None, low: float | None, high: float | None) -> str:
-    text = _num(estimate)
-    return text + (f" [{_num(low)}, {_num(high)}]" if low is not None else "")
-
-
-def _order_effect(row: dict[str, Any]) -> str | None:
-    """The order-effect columns when this version of assess computes them."""
-    if "order_effect" not in row:
-        return None
-    if row["order_effect"] is None:
-        return f"order effect: - ({row.get('order_effect_reason') or 'not computed'})"
-    bias = "biased by run order" if row.get("order_bias") else "no order bias found"
-    estimate = _interval(
-        row["order_effect"], row.get("order_effect_low"), row.get("order_effect_high")
-    )
-    return f"order effect (A-first pairs vs B-first pairs): {estimate}, {bias}"
-
-
-def _quantities(result: AbResult) -> list[str]:
-    comparisons = result.final.assess.comparisons
-    shown = comparisons.filter(comparisons["quantity"] != "metric")
-    width = max([24, *(len(name) for name in shown["name"])])  # names line up, long ones too
-    lines = []
-    for c in shown.iter_rows(named=True):
-        lines.append(
-            f"  {c['quantity']:<17} {c['name']:<{width}} "
-            f"{_interval(c['estimate'], c['low'], c['high']):<30} "
-            f"{c['direction'] or c['reason'] or ''}"
-        )
-    outcomes = result.final.assess.outcomes
-    for o in outcomes.iter_rows(named=True):
-        lines.append(f"  declared {o['target']} {o['name']} {o['expect']}: {o['outcome']}")
-    return lines
-
-
-def decided_by(result: AbResult) -> str:
-    """The rule that gave the verdict: the median rule, or the paired rule with the interval
-    method its metric row actually used (student_t falls back to expanded_percentile when a
-    pair has a vanished candidate; the row says so)."""
-    if result.policy["decision"] == "median":
-        return "the median rule"
-    comparisons = result.final.assess.comparisons
-    metric = comparisons.filter(comparisons["quantity"] == "metric")
-    used = metric["method"][0] if metric.height else None
-    return f"the paired rule, interval {used or result.policy['interval']}"
-
-
-def render_ab(result: AbResult, command_a: str, command_b: str) -> str:
-    row = result.row
-    recorded = result.round
-    out = [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
-    failed = recorded.count("baseline", "failed") + recorded.count("candidate", "failed")
-    out.append(
-        f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
-        f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
-        f"{recorded.order_seed}"
-    )
-    until = sequential_line(recorded)
-    if until:
-        out.append(until)
-    if result.final.assess.blocked.height or row is None:
-        out.append("no verdict (see the errors above)")
-        return "\n".join(out) + "\n"
-    out.append(
-        f"paired ratio (> 1: B is better): "
-        f"{_interval(row['paired_estimate'], row['paired_low'], row['paired_high'])}"
-        + (f" ({row['paired_reason']})" if row["paired_reason"] else "")
-    )
-    out.append(f"median improvement: {_num(row['improvement_pct'], '+.2f')} %")
-    effect = _order_effect(row)
-    if effect:
-        out.append(effect)
-    out.append(f"explanation: {row['explanation']}")
-    out += _quantities(result)
-    gate = result.policy["min_improvement_pct"]
-    out.append(
-        f"verdict: {_verdict(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
-        f"require_explanation {_value(row['require_explanation'])})"
-    )
-    if result.priced:
-        gains = " / ".join(f"{g:g}%" for g in result.priced)
-        pairs = " / ".join("never" if n is None else f"~{n}" for n in result.priced.values())
-        out.append(
-            f"to detect a true gain of {gains} at 80% power: {pairs} pairs (from this "
-            "round's spread; explain-pipeline plan prices it in detail)"
-        )
-    if result.kept is not None:
-        out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
-    elif recorded.status == "failed":
-        out.append(
-            f"the round failed{_stopped(recorded)}: its folder is kept, every run with "
-            f"its stderr in {recorded.folder / 'runs.log'}"
-        )
-    return "\n".join(out) + "\n"
-
-
-def _stopped(recorded: RoundResult) -> str:
-    return f" ({recorded.stopped})" if recorded.stopped else ""
 
 
 COMMANDS: list[click.Command] = [campaign_group, round_command, ab_command]

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.common import command, is_stdout, output_option, store_option, write_output
+from pipeline.cli.common import command, output_option, store_option
 from pipeline.errors import ExitCode, UsageError
+from pipeline.output.sinks import is_stdout, write_output
 
 
 @command("report")

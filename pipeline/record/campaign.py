@@ -106,6 +106,8 @@ class AbResult:
     priced: dict[float, int | None] | None = None
     """Not PASS: pairs a fixed round needs to detect each gain of PRICED_EFFECTS_PCT at 80%
     power, from this round's spread (pipeline.study.plan); None when it is PASS or unpriced."""
+    commands: tuple[str, str] = ("", "")
+    """The two commands compared: A (the baseline) and B (the candidate)."""
 
     @property
     def row(self) -> dict[str, Any] | None:
@@ -186,4 +188,4 @@ def ab(
     priced = _price(folder, final)
     if scratch is not None and recorded.status == "completed":
         shutil.rmtree(scratch, ignore_errors=True)
-    return AbResult(recorded, final, keep, campaign["policy"], priced)
+    return AbResult(recorded, final, keep, campaign["policy"], priced, (command_a, command_b))

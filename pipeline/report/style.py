@@ -8,7 +8,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 
-from pipeline import formatting
+from pipeline.output import numbers
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}
 EXPLANATION_COLOURS = {
@@ -48,15 +48,15 @@ def esc(value: object) -> str:
 
 
 def html_number(value: float | None, digits: int = 4) -> str:
-    """formatting.fmt_number with the report's marks."""
-    return formatting.fmt_number(value, f".{digits}f", formatting.HTML)
+    """numbers.fmt_number with the report's marks."""
+    return numbers.fmt_number(value, f".{digits}f", numbers.HTML)
 
 
 def fmt_pct(value: float | None) -> str:
     """A percentage; an infinite one (never from the rules) is shown as no value."""
     if value is None or not math.isfinite(value):
-        return formatting.HTML.none
-    return formatting.fmt_number(value, "+.2f") + "%"
+        return numbers.HTML.none
+    return numbers.fmt_number(value, "+.2f") + "%"
 
 
 def script_json(value: object) -> str:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.formatting import HTML, TEXT, fmt_number, fmt_paired
+from pipeline.output.numbers import HTML, TEXT, fmt_number, fmt_paired
 
 
 @pytest.mark.parametrize(("value", "text", "page"), [

@@ -1,0 +1,90 @@
+"""GitHub Actions: the job summary ($GITHUB_STEP_SUMMARY, the Markdown of the result) and one
+annotation per campaign, written as workflow commands with GitHub's escaping."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pipeline.assess.campaigns import AssessResult, gated_attempt
+from pipeline.errors import UsageError
+from pipeline.output.views import Split, attempt_message, campaign_order, issue_text, rejected_names
+
+SUMMARY_LIMIT = 1024 * 1024
+"""Bytes GitHub accepts in one step's job summary; a larger summary is not appended (a warning
+says so): a truncated table would be misread."""
+
+
+def in_github_actions(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get("GITHUB_ACTIONS") == "true"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, title: str, message: str) -> str:
+    """A workflow command: ``::error title=…::message`` (properties and data escaped as GitHub
+    documents: ``%``, CR, LF everywhere, ``:`` and ``,`` in properties)."""
+    return f"::{level} title={_escape_property(title)}::{_escape_data(message)}"
+
+
+def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str]:
+    """One annotation per campaign: ``error`` when it is blocked or when the verdict of its
+    latest round (or of attempt ``focus``) is not PASS, ``notice`` when it is PASS; and one
+    ``error`` per campaign with attempts ingest rejected."""
+    out = []
+    split = Split(result)
+    for cid in campaign_order(result):
+        refused = split.rejected(cid)
+        if refused.height:
+            out.append(
+                annotation(
+                    "error",
+                    f"explain-pipeline: campaign {cid} rejected at ingest",
+                    f"not assessed: {', '.join(rejected_names(refused))}; first: "
+                    f"{issue_text(refused.row(0, named=True))}",
+                )
+            )
+        errors = split.blocked(cid)
+        if errors.height:
+            first = errors.row(0, named=True)
+            out.append(
+                annotation(
+                    "error",
+                    f"explain-pipeline: campaign {cid} blocked",
+                    f"{errors.height} integrity error(s), first: [{first['code']}] "
+                    f"{first['message']}",
+                )
+            )
+            continue
+        rows = split.assessed(cid)
+        if rows.is_empty():
+            continue
+        row = gated_attempt(rows, cid, focus)
+        level = "notice" if row["verdict"] == "PASS" else "error"
+        title = f"explain-pipeline: {cid} {row['attempt_id']} (round {row['round']})"
+        out.append(annotation(level, title, attempt_message(row)))
+    return out
+
+
+def append_summary(path: str, markdown: str) -> str | None:
+    """Append ``markdown`` to the job summary file; a warning to print when it is too large."""
+    data = markdown.encode("utf-8")
+    if len(data) > SUMMARY_LIMIT:
+        return (
+            f"warning: the job summary ({len(data)} bytes) is larger than GitHub "
+            f"accepts ({SUMMARY_LIMIT}); not appended"
+        )
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown + ("" if markdown.endswith("\n") else "\n"))
+    except OSError as exc:
+        raise UsageError(
+            f"{path}: cannot append the job summary ($GITHUB_STEP_SUMMARY): {exc.strerror or exc}"
+        ) from None
+    return None

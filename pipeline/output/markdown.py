@@ -1,0 +1,202 @@
+"""`--format markdown` and the GitHub job summary: per campaign a heading with the policy, the
+verdict table (the text table's cells) and, folded under it, each attempt's quantities with
+the declared expectations' outcomes. Free text is escaped as literal Markdown (``md``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from functools import singledispatch
+from typing import Any
+
+import polars as pl
+
+from pipeline.assess.campaigns import AssessResult
+from pipeline.output.numbers import TEXT, fmt_paired
+from pipeline.output.views import (
+    SUMMARY_HEADERS,
+    Split,
+    best_row,
+    campaign_order,
+    evidence,
+    issue_text,
+    rejected_names,
+    summary_cells,
+    verdict_text,
+    what_if_pairs,
+)
+from pipeline.record.campaign import AbResult, FinalResult
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
+
+
+@singledispatch
+def render(result: object) -> str:
+    raise TypeError(f"no Markdown for a {type(result).__name__}")
+
+
+def md(text: object) -> str:
+    """Text as literal Markdown inside a table cell: punctuation that Markdown or a table would
+    read is escaped (`|` included), `<`/`>`/`&` become entities (a C++ template is no HTML tag),
+    line breaks become `<br>`."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", str(text))
+    escaped = escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"\r\n|\r|\n", "<br>", escaped)
+
+
+def md_table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    """A GitHub-flavoured table; the headers are ours and written as they are."""
+    head = list(headers)
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
+QUANTITY_HEADERS = (
+    "quantity",
+    "name",
+    "pairs",
+    "estimate [low, high]",
+    "direction",
+    "declared: outcome",
+)
+
+
+def _quantity_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[tuple[str, ...]]:
+    """One row per comparison of an attempt, with the outcome of the expectation read from it."""
+    read_from = {
+        (o["evidence"], o["name"]): f"{o['expect']}: {o['outcome']}"
+        for o in outcomes.iter_rows(named=True)
+    }
+    return [
+        (
+            c["quantity"],
+            c["name"],
+            str(c["n_pairs"]),
+            fmt_paired(c["estimate"], c["low"], c["high"]) or TEXT.none,
+            c["direction"] or c["reason"] or "",
+            read_from.get((c["quantity"], c["name"]), ""),
+        )
+        for c in comparisons.iter_rows(named=True)
+    ]
+
+
+def _unread_outcomes(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[str]:
+    """Expectations with no comparison to show them beside (a region that never appears)."""
+    shown = {(c["quantity"], c["name"]) for c in comparisons.iter_rows(named=True)}
+    return [
+        f"- declared {md(o['target'])} {md(o['name'])} {md(o['expect'])}: {md(o['outcome'])}"
+        + (f" ({md(o['reason'])})" if o["reason"] else "")
+        for o in outcomes.iter_rows(named=True)
+        if (o["evidence"], o["name"]) not in shown
+    ]
+
+
+def _attempt_details(split: Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
+    comparisons = split.comparisons(cid, row["attempt_id"])
+    outcomes = split.outcomes(cid, row["attempt_id"])
+    summary = (
+        f"{md(row['attempt_id'])} (round {row['round']}, {md(row['candidate'])}): "
+        f"quantities {comparisons.height}, "
+        f"declared expectations {outcomes.height}"
+    )
+    body = md_table(QUANTITY_HEADERS, _quantity_rows(comparisons, outcomes))
+    extra = _unread_outcomes(comparisons, outcomes)
+    tail = "\n" + "\n".join(extra) + "\n" if extra else ""
+    return (
+        f"<details{' open' if open_ else ''}><summary>{summary}</summary>\n\n"
+        f"{body}{tail}\n</details>\n\n"
+    )
+
+
+def _rejected(rows: pl.DataFrame) -> str:
+    """What ingest rejected in one campaign: the attempts named, each error as ingest wrote it."""
+    if rows.is_empty():
+        return ""
+    names = ", ".join(md(n) for n in rejected_names(rows))
+    lines = [
+        f"- {md(r['attempt_id'] or 'campaign')}: {md(issue_text(r))}\n"
+        for r in rows.iter_rows(named=True)
+    ]
+    return (
+        f"**Rejected at ingest, not assessed:** {names} (fix the files and ingest again)\n\n"
+        + "".join(lines)
+        + "\n"
+    )
+
+
+def _where(error: Mapping[str, Any]) -> str:
+    return f"attempt {md(error['attempt_id'])}" if error["attempt_id"] else "campaign"
+
+
+def _campaign(split: Split, cid: str, details_open: bool) -> str:
+    errors = split.blocked(cid)
+    if errors.height:
+        out = [
+            f"### campaign {md(cid)}: BLOCKED by {errors.height} integrity "
+            "error(s); no verdicts issued\n\n"
+        ]
+        out += [
+            f"- {_where(e)}: \\[{md(e['code'])}\\] {md(e['message'])}\n"
+            for e in errors.iter_rows(named=True)
+        ]
+        return "".join(out) + "\n"
+    rows = split.assessed(cid)
+    if rows.is_empty():
+        return f"### campaign {md(cid)}: no attempts assessed\n\n"
+    first = rows.row(0, named=True)
+    explain = str(first["require_explanation"]).lower()
+    out = [
+        f"### campaign {md(cid)}: decision {md(first['decision'])}, "
+        f"require_explanation {explain}\n\n"
+    ]
+    named = list(rows.iter_rows(named=True))
+    out.append(md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
+    out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
+    return "".join(out)
+
+
+def assessed(result: AssessResult, *, details_open: bool = False) -> str:
+    """Every campaign of the result; ``details_open`` unfolds each attempt's quantities."""
+    out = []
+    if result.what_if:
+        out.append(f"**WHAT-IF (not stored): {md(what_if_pairs(result))}**\n\n")
+    split = Split(result)
+    for cid in campaign_order(result):
+        out.append(_campaign(split, cid, details_open))
+        out.append(_rejected(split.rejected(cid)))
+    if not out:
+        out.append("no campaigns to assess\n")
+    return "".join(out)
+
+
+@render.register(AssessResult)
+def assess(result: AssessResult) -> str:
+    return assessed(result)
+
+
+@render.register(FinalResult)
+def final(result: FinalResult) -> str:
+    """`campaign final --format markdown`: the campaign's tables and its best attempt."""
+    out = assessed(result.assess)
+    if result.assess.blocked.height:
+        return out
+    row = best_row(result.assess)
+    if row is None:
+        return out + "**best attempt:** none (no attempt is PASS)\n"
+    return out + (
+        f"**best attempt:** {md(row['attempt_id'])} (round {row['round']}, candidate "
+        f"{md(row['candidate'])}): {md(verdict_text(row))}\n"
+    )
+
+
+@render.register(AbResult)
+def ab(result: AbResult) -> str:
+    """`ab --format markdown`: the two commands, the verdict line, then the attempt's tables
+    with its quantities unfolded (there is one attempt)."""
+    command_a, command_b = result.commands
+    head = f"**A (baseline):** {md(command_a)}<br>\n**B (candidate):** {md(command_b)}\n\n"
+    row = result.row
+    if row is not None and not result.final.assess.blocked.height:
+        head += f"**verdict: {md(verdict_text(row))}** ({md(evidence(row))})\n\n"
+    return head + assessed(result.final.assess, details_open=True)

@@ -1,0 +1,154 @@
+"""What every format reads off a result the same way: the verdict with its reason, one attempt's
+summary cells, the order of campaigns, a result's tables split once by campaign and attempt, the
+what-if label, an attempt's evidence line and the text of a rejection."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pipeline.output.numbers import SUMMARY, TEXT, fmt_number, fmt_paired
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from pipeline.assess.campaigns import AssessResult
+
+SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
+
+
+def verdict_text(row: Mapping[str, Any]) -> str:
+    """``FAIL (below_gate)``: the verdict and, when it has one, its reason."""
+    return row["verdict"] + (f" ({row['reason']})" if row.get("reason") else "")
+
+
+def summary_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """One attempt's row of the verdict table (SUMMARY_HEADERS), as every text format shows it."""
+    interval = fmt_paired(row["paired_estimate"], row["paired_low"], row["paired_high"])
+    return (
+        str(row["round"]),
+        row["attempt_id"],
+        row["candidate"],
+        str(row["n_pairs"]),
+        fmt_number(row["improvement_pct"], "+.2f", TEXT),
+        interval or TEXT.none,
+        fmt_number(row["share_speedup"], ".4f", TEXT),
+        row["explanation"],
+        verdict_text(row),
+        "yes" if row["eligible"] else "no",
+        "*" if row["best"] else "",
+    )
+
+
+def evidence(row: Mapping[str, Any]) -> str:
+    """What decided: the rule, the paired ratio, the median improvement, the explanation."""
+    paired = fmt_paired(row["paired_estimate"], row["paired_low"], row["paired_high"])
+    median = row["improvement_pct"]
+    parts = [f"decision {row['decision']}"]
+    parts.append(f"paired ratio {paired}" if paired else "no paired ratio")
+    if median is not None:
+        parts.append(f"median improvement {median:+.2f} %")
+    parts.append(f"explanation {row['explanation']}")
+    return ", ".join(parts)
+
+
+def attempt_message(row: Mapping[str, Any]) -> str:
+    """One line saying why an attempt's verdict is what it is (the failure message in JUnit,
+    the annotation in GitHub Actions)."""
+    return f"{verdict_text(row)}, {evidence(row)}"
+
+
+def outcome_message(outcome: Mapping[str, Any], comparison: Mapping[str, Any] | None) -> str:
+    """``contradicted: region_normalized attention 0.9120 [0.9010, 0.9233], increase``."""
+    text = outcome["outcome"] + (f" ({outcome['reason']})" if outcome["reason"] else "")
+    if comparison is None:
+        return text
+    interval = fmt_paired(comparison["estimate"], comparison["low"], comparison["high"])
+    moved = comparison["direction"] or comparison["reason"] or "-"
+    return f"{text}: {comparison['quantity']} {comparison['name']} {interval or TEXT.none}, {moved}"
+
+
+def what_if_pairs(result: AssessResult) -> str:
+    """``decision=paired require_explanation=true``: the overrides of a what-if result."""
+    return " ".join(f"{k}={v}" for k, v in (result.what_if or {}).items())
+
+
+def what_if_label(result: AssessResult) -> str:
+    return f"WHAT-IF (not stored): {what_if_pairs(result)}"
+
+
+def rejections(result: AssessResult) -> pl.DataFrame:
+    """Table ``rejections`` of the result's campaigns (empty when assess read none)."""
+    from pipeline.contracts import table
+
+    return result.rejected if result.rejected is not None else table("rejections").empty()
+
+
+def rejected_names(rows: pl.DataFrame) -> list[str]:
+    """The rejected attempts of one campaign, in ingest's order (campaign.json: all of them)."""
+    return [x or "campaign.json" for x in rows["attempt_id"].unique(maintain_order=True)]
+
+
+def issue_text(row: Mapping[str, Any]) -> str:
+    """One rejection as ingest printed it: ``file:line: field "f": message [code]``."""
+    from pipeline.ingest.validate import Issue
+
+    return str(Issue(row["path"], row["line"], row["field"], row["code"], row["message"]))
+
+
+def campaign_order(result: AssessResult) -> list[str]:
+    """The campaigns of a result, assessed or blocked, in the order every format lists them."""
+    ids = result.assessments["campaign_id"].to_list() + result.blocked["campaign_id"].to_list()
+    return sorted(set(ids) | set(result.campaign_ids))
+
+
+def changed(result: AssessResult, campaign_id: str | None = None) -> tuple[int, int]:
+    """What-if: (verdicts that differ from the frozen policy's, verdicts), of one campaign or
+    of all."""
+    import polars as pl
+
+    differ, total = result.changed_verdicts(), result.assessments
+    if campaign_id is not None:
+        differ = differ.filter(pl.col("campaign_id") == campaign_id)
+        total = total.filter(pl.col("campaign_id") == campaign_id)
+    return differ.height, total.height
+
+
+def parts(frame: pl.DataFrame, *keys: str) -> dict[tuple[Any, ...], pl.DataFrame]:
+    return frame.partition_by(list(keys), as_dict=True, maintain_order=True)
+
+
+class Split:
+    """A result's tables split once, by campaign and by attempt: with --all over thousands of
+    campaigns a filter per campaign or attempt would scan every table again each time."""
+
+    def __init__(self, result: AssessResult) -> None:
+        self.result = result
+        self._rejections = rejections(result)
+        self._rejected = parts(self._rejections, "campaign_id")
+        self._blocked = parts(result.blocked, "campaign_id")
+        self._assessed = parts(result.assessments, "campaign_id")
+        self._comparisons = parts(result.comparisons, "campaign_id", "attempt_id")
+        self._outcomes = parts(result.outcomes, "campaign_id", "attempt_id")
+
+    def blocked(self, cid: str) -> pl.DataFrame:
+        return self._blocked.get((cid,), self.result.blocked.clear())
+
+    def assessed(self, cid: str) -> pl.DataFrame:
+        return self._assessed.get((cid,), self.result.assessments.clear())
+
+    def rejected(self, cid: str) -> pl.DataFrame:
+        return self._rejected.get((cid,), self._rejections.clear())
+
+    def comparisons(self, cid: str, aid: str) -> pl.DataFrame:
+        return self._comparisons.get((cid, aid), self.result.comparisons.clear())
+
+    def outcomes(self, cid: str, aid: str) -> pl.DataFrame:
+        return self._outcomes.get((cid, aid), self.result.outcomes.clear())
+
+
+def best_row(result: AssessResult) -> dict[str, Any] | None:
+    """The campaign's pick (the attempt marked best), or None."""
+    rows = result.assessments
+    best = rows.filter(rows["best"]) if rows.height else rows
+    return best.row(0, named=True) if best.height else None
