@@ -37,8 +37,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.contracts import table, tables
-from pipeline.ingest.declare import MAX_NAME_LENGTH
+from pipeline.contract.declare import MAX_NAME_LENGTH
+from pipeline.contract.schemas import table, tables
 from pipeline.record.runner import MAX_MEASUREMENT_BYTES
 from pipeline.study.stored import write_attempt, write_campaign
 

@@ -48,8 +48,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipeline.contracts import table
-from pipeline.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
+from pipeline.contract.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
+from pipeline.contract.schemas import table
 from pipeline.store.tables import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.ingest.files import ReadMode
-from pipeline.policy import policy_sha256
+from pipeline.contract.files import ReadMode
+from pipeline.contract.policy import policy_sha256
 
 STEPS = ("decode-0", "decode-1", "decode-2", "decode-3")
 REGIONS = ("attention", "mlp", "sampling", "comm")

@@ -19,10 +19,10 @@ import polars as pl
 # the API names bound to the API), so the implementations are imported from their modules by name.
 from pipeline.assess.campaigns import AssessResult
 from pipeline.assess.campaigns import assess as _assess
+from pipeline.contract.files import ReadMode
 from pipeline.engines import Engine
 from pipeline.ingest.attempts import IngestReport
 from pipeline.ingest.attempts import ingest as _ingest
-from pipeline.ingest.files import ReadMode
 from pipeline.store.query import run_sql
 from pipeline.store.tables import Store, resolve_store_path
 

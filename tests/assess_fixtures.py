@@ -12,8 +12,8 @@ from typing import Any
 import polars as pl
 
 from pipeline.assess.quantities import Inputs
-from pipeline.contracts import table
-from pipeline.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
+from pipeline.contract.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
+from pipeline.contract.schemas import table
 from pipeline.store.tables import Store
 
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ from conftest import write_example_campaign
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.contracts import document_schema
+from pipeline.contract.declare import MAX_NAME_LENGTH
+from pipeline.contract.schemas import document_schema
 from pipeline.ingest import bulk
-from pipeline.ingest.declare import MAX_NAME_LENGTH
 from pipeline.ingest.validate import MAX_ISSUES_PER_FILE
 
 CLI = Path(sys.executable).with_name("explain-pipeline")

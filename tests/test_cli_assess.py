@@ -12,7 +12,7 @@ import pytest
 from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
 
 from pipeline.cli import main
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 from pipeline.store.tables import Store
 
 EXPS = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]

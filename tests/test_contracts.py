@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.contracts import PARTITION, document_schema, table, tables
+from pipeline.contract.schemas import PARTITION, document_schema, table, tables
 
 # document, path into the document -> (table, column). Every field that is stored is listed here.
 STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [

@@ -12,8 +12,7 @@ import msgspec
 import pytest
 
 from pipeline.cli import cli
-from pipeline.contracts import document_schema
-from pipeline.ingest.declare import (
+from pipeline.contract.declare import (
     ID_PATTERN,
     INTERVAL_METHODS,
     POLICY_DEFAULTS,
@@ -22,6 +21,7 @@ from pipeline.ingest.declare import (
     spec,
     struct,
 )
+from pipeline.contract.schemas import document_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY = document_schema("campaign")["properties"]["policy"]["properties"]

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from pipeline.assess.explain import explanations, outcomes
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 
 A = {"campaign_id": "c", "attempt_id": "a"}
 

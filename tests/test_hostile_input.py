@@ -13,9 +13,9 @@ import pytest
 from conftest import example_attempt, write_example_campaign
 
 from pipeline.cli import main
+from pipeline.contract.policy import policy_sha256
 from pipeline.errors import UsageError
 from pipeline.ingest.attempts import IngestReport, ingest
-from pipeline.policy import policy_sha256
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
+from pipeline.contract.declare import MAX_NAME_LENGTH, Side
 from pipeline.importers import import_line
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kernels import DIGEST_CHARS, OTHER, REGION_NAME_MAX, region_name
-from pipeline.ingest.declare import MAX_NAME_LENGTH, Side
 
 IMPORT = Path(__file__).parent / "fixtures" / "import"
 REAL = IMPORT / "nsys" / "real_moe_cuda_gpu_kern_sum.csv"

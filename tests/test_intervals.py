@@ -18,8 +18,8 @@ from test_bootstrap import reference_quantile
 
 from pipeline.assess.campaigns import assess
 from pipeline.assess.intervals import expanded_probability, method_intervals, student_t_bounds
+from pipeline.contract.policy import canonical_policy, policy_sha256
 from pipeline.errors import UsageError
-from pipeline.policy import canonical_policy, policy_sha256
 from pipeline.store.tables import Store
 
 REPO = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from pipeline.policy import canonical_policy, policy_sha256
+from pipeline.contract.policy import canonical_policy, policy_sha256
 from pipeline.study.stored import write_attempt, write_campaign
 
 

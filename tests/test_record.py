@@ -115,7 +115,7 @@ def test_both_sides_get_environments_of_the_same_size(tmp_path: Path) -> None:
 def test_campaign_start_writes_the_full_policy_and_refuses_a_second_start(
     campaign: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipeline.policy import POLICY_DEFAULTS, policy_sha256
+    from pipeline.contract.policy import POLICY_DEFAULTS, policy_sha256
 
     document = json.loads((campaign / "campaign.json").read_text())
     assert document["policy"] == {**POLICY_DEFAULTS, "decision": "paired",
@@ -133,7 +133,7 @@ def test_campaign_start_writes_the_full_policy_and_refuses_a_second_start(
 def test_campaign_start_interval_enters_the_digest_only_when_not_the_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipeline.policy import canonical_policy
+    from pipeline.contract.policy import canonical_policy
 
     digests = {}
     for interval in ("percentile", "student_t"):
@@ -164,7 +164,7 @@ def test_campaign_start_needs_a_valid_id(
 def test_campaign_start_refuses_policies_ingest_would_reject(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
 ) -> None:
-    from pipeline.contracts import document_schema
+    from pipeline.contract.schemas import document_schema
 
     key = option.lstrip("-").replace("-", "_")
     spec = document_schema("campaign")["properties"]["policy"]["properties"][key]

@@ -20,7 +20,7 @@ import pytest
 
 from pipeline.assess.campaigns import assess
 from pipeline.cli import main
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 from pipeline.errors import ExitCode
 from pipeline.ingest.attempts import ingest
 from pipeline.report import (

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline.cli import main
-from pipeline.contracts import document_schema
+from pipeline.contract.schemas import document_schema
 from pipeline.store.tables import Store
 from pipeline.study.simulate import REGIONS, Model, campaign_generator, draw_runs, simulate
 

@@ -15,7 +15,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import pipeline.store.tables
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 from pipeline.store.tables import STORE_FORMAT, Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")

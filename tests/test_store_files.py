@@ -11,7 +11,7 @@ import pytest
 from conftest import write_example_campaign
 
 from pipeline.assess.campaigns import assess
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 from pipeline.ingest.attempts import ingest
 from pipeline.store.tables import Store
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 from pipeline.errors import StoreError
 from pipeline.store.tables import Store
 

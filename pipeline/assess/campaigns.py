@@ -22,11 +22,11 @@ import polars as pl
 
 from pipeline.assess import explain, fraction, order_effect, quantities, verdicts
 from pipeline.assess.quantities import ATTEMPT
-from pipeline.contracts import OUTPUT_TABLES, table, tables
+from pipeline.contract.declare import spec
+from pipeline.contract.policy import bound_problem, policy_sha256
+from pipeline.contract.schemas import OUTPUT_TABLES, table, tables
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
-from pipeline.ingest.declare import spec
-from pipeline.policy import bound_problem, policy_sha256
 from pipeline.store.staleness import staleness
 from pipeline.store.tables import Store, Transaction, known_campaigns
 

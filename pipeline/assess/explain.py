@@ -8,7 +8,7 @@ from typing import Literal
 import polars as pl
 
 from pipeline.assess.quantities import ATTEMPT, reference_regions
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 
 Outcome = Literal[
     "confirmed", "contradicted", "unsupported", "unverifiable", "consistent", "assumed"

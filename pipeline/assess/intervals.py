@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pipeline.assess.bootstrap import FloatArray, Intervals, mean_in_order, paired_intervals
-from pipeline.policy import INTERVAL_METHODS
+from pipeline.contract.policy import INTERVAL_METHODS
 
 Method = str
 """One of METHODS: the values campaign.schema.json allows for the policy field `interval`."""

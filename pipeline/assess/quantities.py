@@ -12,7 +12,7 @@ import polars as pl
 
 from pipeline.assess import sequential
 from pipeline.assess.intervals import method_intervals
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 
 ATTEMPT = ["campaign_id", "attempt_id"]
 RUN = [*ATTEMPT, "side", "repetition"]

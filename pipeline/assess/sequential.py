@@ -28,7 +28,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.ingest.declare import INTERVAL_METHODS, bounds
+from pipeline.contract.declare import INTERVAL_METHODS, bounds
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

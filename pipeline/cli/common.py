@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
+from pipeline.contract.declare import DocumentKind, bounds, choices
 from pipeline.errors import EXIT_CODES_HELP
-from pipeline.ingest.declare import DocumentKind, bounds, choices
 
 
 class _ExitCodesEpilog:

@@ -20,11 +20,11 @@ from typing import Any
 
 from pipeline.allocator import load_polars
 from pipeline.atomic import dump_lines
+from pipeline.contract.declare import Side
+from pipeline.contract.files import ReadMode
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_input
 from pipeline.importers.kernels import KernelRegions, parse_kernel_regions
-from pipeline.ingest.declare import Side
-from pipeline.ingest.files import ReadMode
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from pipeline.contract.files import GiB, InputFileError, read_regular
 from pipeline.errors import ExitCode, ExplainError
-from pipeline.ingest.files import GiB, InputFileError, read_regular
 
 MAX_INPUT_BYTES = 2 * GiB
 """Largest profiler export read whole (a text table or a compressed trace)."""

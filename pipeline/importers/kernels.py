@@ -23,7 +23,7 @@ OTHER = "other"
 REGION_NAME_MAX = 120
 """Longest region name made from a kernel name (characters); a longer name is shortened. A
 choice for names people type in a mechanism and read in a table, far below the bound every
-name must keep (pipeline.ingest.declare.MAX_NAME_LENGTH; a test holds it below)."""
+name must keep (pipeline.contract.declare.MAX_NAME_LENGTH; a test holds it below)."""
 DIGEST_CHARS = 8
 """Hex digits of sha256(kernel name) that end a shortened name, after a `~`."""
 EVERY_KERNEL = "*"

@@ -36,7 +36,7 @@ import polars as pl
 from msgspec import Raw, Struct
 from numpy.lib.stride_tricks import sliding_window_view
 
-from pipeline.ingest.files import InputFileError, open_regular
+from pipeline.contract.files import InputFileError, open_regular
 
 _TRIES = 16  # cuts tried in one buffer before the stream gives up on the file
 BLOCK = 2 * 2**20  # small pieces: less memory at once, and faster (they stay in cache)

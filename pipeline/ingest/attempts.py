@@ -28,11 +28,12 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from pipeline.contracts import table
+from pipeline.contract.files import ReadMode
+from pipeline.contract.policy import POLICY_FIELDS, canonical_policy, with_defaults
+from pipeline.contract.schemas import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.ingest import bulk
-from pipeline.ingest.files import ReadMode
 from pipeline.ingest.validate import (
     CAMPAIGN_FILE,
     MEASUREMENTS_FILE,
@@ -48,7 +49,6 @@ from pipeline.ingest.validate import (
     validate_attempt,
     validate_campaign,
 )
-from pipeline.policy import POLICY_FIELDS, canonical_policy, with_defaults
 from pipeline.store.integrity import integrity_errors
 from pipeline.store.tables import Store, Transaction
 

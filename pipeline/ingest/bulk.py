@@ -25,14 +25,14 @@ import pyarrow as pa
 import pyarrow.json as pj
 from msgspec import UNSET, Struct
 
-from pipeline.contracts import table
-from pipeline.ingest.declare import (
+from pipeline.contract.declare import (
     column_rules,
     conditional_rules,
     spec,
     struct,
     timestamp_fields,
 )
+from pipeline.contract.schemas import table
 from pipeline.ingest.validate import (
     ATTEMPT_FILE,
     MECHANISM_FILE,
@@ -45,7 +45,7 @@ from pipeline.ingest.validate import (
 # How the typed decoders keep the rules without a Python loop per cell:
 # - types, enumerations, bounds, unknown fields, NaN/Infinity and numbers too large for a float,
 #   integers written as ``1.0``, invalid UTF-8 and lone surrogates: the msgspec decoders, built
-#   from the schemas by pipeline.ingest.declare, refuse them;
+#   from the schemas by pipeline.contract.declare, refuse them;
 # - repeated keys (which a decoder silently collapses): the keys decoded are counted from the
 #   lengths of the decoded objects and compared with the ``":`` of the file, which is at least the
 #   number of keys written; equal counts prove that no key was written twice (a key written as

@@ -36,10 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from pipeline.contracts import document_schema
-from pipeline.ingest.declare import (
+from pipeline.contract.declare import (
     ID_FIELDS,
-    ID_PATTERN,
     MAX_NAME_LENGTH,
     RUN_STATUSES,
     SIDES,
@@ -49,7 +47,16 @@ from pipeline.ingest.declare import (
     spec,
     timestamp_fields,
 )
-from pipeline.ingest.files import InputFileError, MiB, read_regular
+from pipeline.contract.files import InputFileError, MiB, read_regular
+from pipeline.contract.layout import (
+    ATTEMPT_FILE,
+    CAMPAIGN_FILE,
+    MEASUREMENTS_FILE,
+    MECHANISM_FILE,
+    id_rule,
+    valid_id,
+)
+from pipeline.contract.schemas import document_schema
 
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
@@ -121,10 +128,6 @@ def describe(value: Any) -> str:
         return value.token
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 60 else text[:57] + '..."'
-
-
-def valid_id(name: str) -> bool:
-    return ID_PATTERN.fullmatch(name) is not None
 
 
 def _local_timestamp(text: str) -> datetime | None:
@@ -612,7 +615,7 @@ def _semantic_issues(kind: DocumentKind, doc: Any) -> Iterator[tuple[JsonPath, s
     for key in ID_FIELDS:
         value = doc.get(key)
         if isinstance(value, str) and not valid_id(value):
-            yield (key,), "bad_id", f"must match ^{ID_PATTERN.pattern}$, got {describe(value)}"
+            yield (key,), "bad_id", f"{id_rule()}, got {describe(value)}"
     for key in timestamp_fields(kind):
         value = doc.get(key)
         problem = timestamp_problem(value) if isinstance(value, str) else None
@@ -814,7 +817,7 @@ def check_directory_id(folder: Path, what: Literal["campaign", "attempt"]) -> li
             None,
             f"{what}_id",
             "bad_id",
-            f"directory name must match ^{ID_PATTERN.pattern}$, got {describe(folder.name)}",
+            f"directory name {id_rule()}, got {describe(folder.name)}",
         )
     ]
 
@@ -835,10 +838,6 @@ def check_id_matches(path: Path, document: Document, key: str, folder_name: str)
 
 
 # -- campaigns and attempts -------------------------------------------------------------------
-CAMPAIGN_FILE = "campaign.json"
-ATTEMPT_FILE = "attempt.json"
-MECHANISM_FILE = "mechanism.json"
-MEASUREMENTS_FILE = "measurements.jsonl"
 
 
 def validate_campaign(

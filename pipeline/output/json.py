@@ -12,7 +12,7 @@ import polars as pl
 
 from pipeline.assess.campaigns import AssessResult
 from pipeline.assess.quantities import ATTEMPT
-from pipeline.contracts import BOOKKEEPING_COLUMNS
+from pipeline.contract.schemas import BOOKKEEPING_COLUMNS
 from pipeline.output.views import campaign_order, changed, parts, rejections
 
 COMPARISON_FIELDS = [

@@ -79,7 +79,7 @@ def what_if_label(result: AssessResult) -> str:
 
 def rejections(result: AssessResult) -> pl.DataFrame:
     """Table ``rejections`` of the result's campaigns (empty when assess read none)."""
-    from pipeline.contracts import table
+    from pipeline.contract.schemas import table
 
     return result.rejected if result.rejected is not None else table("rejections").empty()
 

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.atomic import create_atomic, dump_json
+from pipeline.contract.declare import schema_id
+from pipeline.contract.layout import CAMPAIGN_FILE, id_rule, valid_id
+from pipeline.contract.policy import policy_sha256, with_defaults
 from pipeline.errors import UsageError
-from pipeline.ingest.declare import schema_id
-from pipeline.ingest.validate import CAMPAIGN_FILE, ID_PATTERN, valid_id, validate_document
-from pipeline.policy import policy_sha256, with_defaults
+from pipeline.ingest.validate import validate_document
 from pipeline.record import DEFAULT_TIMEOUT, until
 from pipeline.record.measure import MeasureOptions
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
@@ -45,9 +46,7 @@ def start_campaign(
     """Write ``folder/campaign.json``: every policy default filled in, its digest, created now.
     Refused when the folder already holds one. Returns the document."""
     if not valid_id(folder.name):
-        raise UsageError(
-            f"{folder}: the folder name is the campaign id and must match ^{ID_PATTERN.pattern}$"
-        )
+        raise UsageError(f"{folder}: the folder name is the campaign id and {id_rule()}")
     path = folder / CAMPAIGN_FILE
     if path.exists():
         raise UsageError(frozen_message(path))
@@ -80,7 +79,7 @@ class FinalResult:
     @property
     def rejected(self) -> pl.DataFrame:
         """What ingest rejected in this campaign (rows of table ``rejections``)."""
-        from pipeline.contracts import table
+        from pipeline.contract.schemas import table
 
         found = self.assess.rejected
         return found if found is not None else table("rejections").empty()

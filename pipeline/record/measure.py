@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.contract.files import InputFileError, MiB, read_regular
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingest.files import InputFileError, MiB, read_regular
 
 RUSAGE_PREFIX = "rusage."
 METRIC_SOURCES = ("wall", "cpu")

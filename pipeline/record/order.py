@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.ingest.declare import SIDES, Side
+from pipeline.contract.declare import SIDES, Side
 
 __all__ = ["SIDES", "Side", "Slot"]
 

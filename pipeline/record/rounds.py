@@ -31,19 +31,19 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from pipeline.atomic import LineAppender, dump_json, write_atomic
-from pipeline.errors import ExitCode, ExplainError, UsageError
-from pipeline.ingest.declare import schema_id
-from pipeline.ingest.validate import (
+from pipeline.contract.declare import schema_id
+from pipeline.contract.layout import (
     ATTEMPT_FILE,
-    ID_PATTERN,
+    CAMPAIGN_FILE,
     MEASUREMENTS_FILE,
     MECHANISM_FILE,
-    Document,
+    RUNS_LOG,
+    id_rule,
     valid_id,
-    validate_campaign,
-    validate_document,
 )
-from pipeline.policy import policy_sha256
+from pipeline.contract.policy import policy_sha256
+from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.ingest.validate import Document, validate_campaign, validate_document
 from pipeline.record import DEFAULT_TIMEOUT, environment, until
 from pipeline.record.measure import MeasureOptions, check_options, describe
 from pipeline.record.order import (
@@ -67,7 +67,6 @@ from pipeline.record.runner import (
 from pipeline.version import __version__
 
 RECORDER = f"explain-pipeline {__version__}"
-RUNS_LOG = "runs.log"
 GIVE_UP_AFTER = 5
 """Consecutive failed runs of one side (warm-ups included) after which a round stops as
 ``failed``: a command that fails five times in a row is broken, not flaky, and running the
@@ -127,7 +126,7 @@ class RoundInterrupted(ExplainError):
 # -- the campaign and the round number ------------------------------------------------------
 def read_campaign_json(folder: Path) -> Document:
     """The campaign.json of ``folder``, valid, or a one-line error."""
-    if not (folder / "campaign.json").is_file():
+    if not (folder / CAMPAIGN_FILE).is_file():
         raise UsageError(
             f"{folder}: no campaign.json here (start the campaign first: explain-pipeline "
             f"campaign start {folder} --metric NAME)"
@@ -138,7 +137,7 @@ def read_campaign_json(folder: Path) -> Document:
     recorded, actual = document.data["policy_sha256"], policy_sha256(document.data["policy"])
     if recorded != actual:  # the rule assess blocks a campaign for, checked before any run
         raise ExplainError(
-            f'{folder / "campaign.json"}: field "policy_sha256": {recorded[:12]}… does not match '
+            f'{folder / CAMPAIGN_FILE}: field "policy_sha256": {recorded[:12]}… does not match '
             f"the sha256 of the canonical policy {actual[:12]}…: the policy was changed after "
             "the campaign started; nothing was run (docs/record.md#integrity-before-any-run)",
             ExitCode.INTEGRITY,
@@ -180,7 +179,7 @@ def _mechanism(request: RoundRequest, campaign: Document) -> bytes | None:
 def _attempt_id(request: RoundRequest, number: int) -> str:
     attempt_id = request.attempt_id or f"r{number:03d}"
     if not valid_id(attempt_id):
-        raise UsageError(f"--attempt-id {attempt_id!r}: must match ^{ID_PATTERN.pattern}$")
+        raise UsageError(f"--attempt-id {attempt_id!r}: {id_rule()}")
     if (request.campaign_dir / attempt_id).exists():
         raise UsageError(f"{request.campaign_dir / attempt_id}: already exists")
     return attempt_id

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.contract.files import InputFileError, MiB, open_regular, read_regular, size_text
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingest.files import InputFileError, MiB, open_regular, read_regular, size_text
 from pipeline.ingest.validate import check_document, field_name, parse_json
 from pipeline.record import measure
 from pipeline.record.measure import MeasureFailure, MeasureOptions

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.atomic import dump_json, dump_lines
+from pipeline.contract.declare import bounds
+from pipeline.contract.layout import ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE
+from pipeline.contract.policy import with_defaults
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingest.declare import bounds
-from pipeline.ingest.validate import ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE, Document
-from pipeline.policy import with_defaults
+from pipeline.ingest.validate import Document
 
 Stopped = Literal["pass", "futility", "max", "interrupted"]
 BLOCK = 2

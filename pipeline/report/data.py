@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.assess.quantities import metric_ratio, pairs
-from pipeline.contracts import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
+from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
 from pipeline.store.staleness import staleness
 from pipeline.store.tables import Store, known_campaigns

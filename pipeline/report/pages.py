@@ -13,8 +13,8 @@ from typing import Any
 import polars as pl
 from plotly.offline import get_plotlyjs
 
+from pipeline.contract.policy import POLICY_FIELDS
 from pipeline.output.numbers import HTML, SUMMARY, fmt_paired
-from pipeline.policy import POLICY_FIELDS
 from pipeline.report.data import VERDICT_COLUMNS, CampaignData
 from pipeline.report.figures import (
     PLOT_CONFIG,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.contracts import table
+from pipeline.contract.schemas import table
 
 _RFC3339 = "%Y-%m-%dT%H:%M:%S%.fZ"
 

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pipeline.contracts import contracts_dir, tables
+from pipeline.contract.schemas import contracts_dir, tables
 from pipeline.errors import StoreError, UsageError
 
 if TYPE_CHECKING:  # imported where used: the command line reads FORMATS for its --help

@@ -33,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.atomic import fsync_path
-from pipeline.contracts import PARTITION, table, tables
+from pipeline.contract.schemas import PARTITION, table, tables
 from pipeline.errors import StoreError, UsageError
 from pipeline.store.nofollow import (
     Folders,

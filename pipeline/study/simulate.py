@@ -34,8 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pipeline.contract.declare import SIDES
 from pipeline.errors import UsageError
-from pipeline.ingest.declare import SIDES
 from pipeline.study import estimate
 from pipeline.study.stored import write_attempt, write_campaign
 
@@ -438,8 +438,8 @@ def campaign_tables(
     import numpy as np
     import polars as pl
 
-    from pipeline.contracts import table
-    from pipeline.policy import canonical_policy, policy_sha256, with_defaults
+    from pipeline.contract.policy import canonical_policy, policy_sha256, with_defaults
+    from pipeline.contract.schemas import table
     from pipeline.study.stored import campaign_bytes, mechanism_bytes
 
     cid = campaign_id(scenario, repetitions, noise)

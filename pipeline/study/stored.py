@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.atomic import dump_json
-from pipeline.ingest.declare import schema_id
-from pipeline.policy import policy_sha256
+from pipeline.contract.declare import schema_id
+from pipeline.contract.layout import ATTEMPT_FILE, CAMPAIGN_FILE, MEASUREMENTS_FILE, MECHANISM_FILE
+from pipeline.contract.policy import policy_sha256
 
 
 def campaign_bytes(
@@ -54,7 +55,7 @@ def write_campaign(
     body = campaign_bytes(
         campaign_id, created_at=created_at, metric=metric, policy=policy, kind=kind
     )
-    (folder / "campaign.json").write_bytes(body)
+    (folder / CAMPAIGN_FILE).write_bytes(body)
     return folder
 
 
@@ -73,9 +74,9 @@ def write_attempt(
     document = {"schema": schema_id("attempt"), **attempt}
     if mechanism is not None:
         body = mechanism_bytes(mechanism)
-        (folder / "mechanism.json").write_bytes(body)
+        (folder / MECHANISM_FILE).write_bytes(body)
         document["mechanism_sha256"] = hashlib.sha256(body).hexdigest()
-    (folder / "attempt.json").write_bytes(dump_json(document))
+    (folder / ATTEMPT_FILE).write_bytes(dump_json(document))
     lines = "".join(json.dumps(run, separators=(",", ":")) + "\n" for run in runs)
-    (folder / "measurements.jsonl").write_text(lines, encoding="utf-8")
+    (folder / MEASUREMENTS_FILE).write_text(lines, encoding="utf-8")
     return folder

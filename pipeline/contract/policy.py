@@ -1,5 +1,5 @@
 """The frozen campaign policy: canonical form and digest (contract §2.1); its fields, defaults
-and bounds are declared in campaign.schema.json (pipeline.ingest.declare)."""
+and bounds are declared in campaign.schema.json (pipeline.contract.declare)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from pipeline.ingest.declare import INTERVAL_METHODS, POLICY_DEFAULTS, bounds
+from pipeline.contract.declare import INTERVAL_METHODS, POLICY_DEFAULTS, bounds
 
 __all__ = ["INTERVAL_METHODS", "POLICY_DEFAULTS", "POLICY_FIELDS", "bound_problem"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pipeline.contracts import document_schema
+from pipeline.contract.schemas import document_schema
 
 if TYPE_CHECKING:
     import polars as pl

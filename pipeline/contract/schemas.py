@@ -40,10 +40,11 @@ def _polars_types() -> dict[str, pl.DataType]:
 
 def contracts_dir(kind: Literal["schemas", "queries"]) -> Path:
     """The schemas or queries folder: the packaged copy in a wheel, else the checkout's."""
-    packaged = Path(__file__).parent / "_contracts" / kind
+    package = Path(__file__).resolve().parent.parent  # pipeline/
+    packaged = package / "_contracts" / kind
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / kind
+    return package.parent / kind
 
 
 @dataclass(frozen=True)
