@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STORE  := .demo-store
 TESTED := $(VENV)/.test-extras
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test quick bench clean
 
 $(BIN)/explain-pipeline: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,9 +29,12 @@ demo: $(BIN)/explain-pipeline
 
 test: $(TESTED)
 	$(BIN)/ruff check pipeline tests benchmarks data
-	$(BIN)/ruff format --check pipeline  # one layout, the formatter's
+	$(BIN)/ruff format --check pipeline tests benchmarks data  # one layout, the formatter's
 	$(BIN)/mypy pipeline tests benchmarks data
 	$(BIN)/python -m pytest -q
+
+quick: $(TESTED)  # the tests not marked slow: about a minute, for the edit-test loop
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(BIN)/explain-pipeline
 	$(BIN)/python -m compileall -q pipeline  # as an installed package is: no compiling per run

@@ -45,9 +45,13 @@ from pipeline.study.stored import write_attempt, write_campaign
 CLI = str(Path(sys.executable).with_name("explain-pipeline"))
 GUARD = 120.0  # seconds: a command still running then counts as a hang
 LIMIT_KIB = 1024 * 1024  # peak resident memory allowed: 1 GiB
-MECHANISM = {"hypothesis": "less attention work", "expectations": [
-    {"target": "region", "name": "attention", "expect": "decrease"},
-    {"target": "region", "name": "sampling", "expect": "unchanged"}]}  # fmt: skip
+MECHANISM = {
+    "hypothesis": "less attention work",
+    "expectations": [
+        {"target": "region", "name": "attention", "expect": "decrease"},
+        {"target": "region", "name": "sampling", "expect": "unchanged"},
+    ],
+}
 
 
 @dataclass
@@ -61,8 +65,13 @@ class Done:
 def run(*args: str, guard: float = GUARD) -> Done:
     """One command under /usr/bin/time -v, killed (with its group) at ``guard`` seconds."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        process = subprocess.Popen(["/usr/bin/time", "-v", *args], stdout=out, stderr=err,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            ["/usr/bin/time", "-v", *args],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             code: int | None = process.wait(timeout=guard)
         except subprocess.TimeoutExpired:
@@ -89,30 +98,53 @@ def runs(pairs: int, factor: float = 0.95) -> list[dict[str, Any]]:
     for rep in range(pairs):
         wobble = 1.0 + 0.01 * math.sin(rep)
         for side, f in (("baseline", 1.0), ("candidate", factor)):
-            regions = {"attention": 0.001 * f * wobble, "mlp": 0.005 * wobble,
-                       "sampling": 0.0025 * wobble}  # fmt: skip
-            lines.append({"side": side, "repetition": rep, "status": "ok",
-                          "metric": sum(regions.values()), "breakdown": {"s0": regions},
-                          "counters": {"launches": round(1000 * f)}})  # fmt: skip
+            regions = {
+                "attention": 0.001 * f * wobble,
+                "mlp": 0.005 * wobble,
+                "sampling": 0.0025 * wobble,
+            }
+            lines.append(
+                {
+                    "side": side,
+                    "repetition": rep,
+                    "status": "ok",
+                    "metric": sum(regions.values()),
+                    "breakdown": {"s0": regions},
+                    "counters": {"launches": round(1000 * f)},
+                }
+            )
     return lines
 
 
 def campaign(root: Path, cid: str, attempts: int = 2, pairs: int = 6) -> Path:
-    folder = write_campaign(root, cid, created_at="2026-11-01T09:00:00Z",
-                            metric={"name": "seconds", "better": "lower"},
-                            policy={"decision": "paired", "resamples": 500})  # fmt: skip
+    folder = write_campaign(
+        root,
+        cid,
+        created_at="2026-11-01T09:00:00Z",
+        metric={"name": "seconds", "better": "lower"},
+        policy={"decision": "paired", "resamples": 500},
+    )
     for number in range(1, attempts + 1):
-        attempt = {"attempt_id": f"r{number:03d}", "round": number, "candidate": f"c{number}",
-                   "baseline": "main", "status": "completed",
-                   "declared_at": f"2026-11-01T{9 + number:02d}:58:00Z",
-                   "started_at": f"2026-11-01T{10 + number:02d}:00:00Z"}  # fmt: skip
+        attempt = {
+            "attempt_id": f"r{number:03d}",
+            "round": number,
+            "candidate": f"c{number}",
+            "baseline": "main",
+            "status": "completed",
+            "declared_at": f"2026-11-01T{9 + number:02d}:58:00Z",
+            "started_at": f"2026-11-01T{10 + number:02d}:00:00Z",
+        }
         write_attempt(folder, attempt, runs(pairs, 0.9 + 0.02 * number), mechanism=MECHANISM)
     return folder
 
 
 def snapshot(folder: Path) -> dict[str, bytes | str]:
-    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() and not p.is_symlink()
-            else "other" for p in sorted(folder.rglob("*"))}  # fmt: skip
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        if p.is_file() and not p.is_symlink()
+        else "other"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def tables_of(store: Path) -> dict[str, pl.DataFrame]:
@@ -186,18 +218,31 @@ def change_metric(attempts: Path) -> None:
 
 
 # 1. links among the store's own paths
-LINKS = [("_staging", "dir"), ("_txn", "dir"), (".lock", "file"), (".store-format", "file"),
-         ("samples", "dir"), ("samples/campaign_id=c1", "dir"),
-         ("samples/campaign_id=c1/data.parquet", "file"), ("attempts", "dir")]  # fmt: skip
-COMMANDS = [["ingest", "ATTEMPTS"], ["assess", "--all"], ["query", "SELECT count(*) FROM samples"],
-            ["store", "repair"], ["report", "c1", "-o", "REPORT"]]  # fmt: skip
+LINKS = [
+    ("_staging", "dir"),
+    ("_txn", "dir"),
+    (".lock", "file"),
+    (".store-format", "file"),
+    ("samples", "dir"),
+    ("samples/campaign_id=c1", "dir"),
+    ("samples/campaign_id=c1/data.parquet", "file"),
+    ("attempts", "dir"),
+]
+COMMANDS = [
+    ["ingest", "ATTEMPTS"],
+    ["assess", "--all"],
+    ["query", "SELECT count(*) FROM samples"],
+    ["store", "repair"],
+    ["report", "c1", "-o", "REPORT"],
+]
 
 
 def links(audit: Audit) -> None:
     for where, kind in LINKS:
         for command in COMMANDS:
-            audit.case(f"link {where} / {command[0]}",
-                       partial(_link_case, audit, where, kind, command))  # fmt: skip
+            audit.case(
+                f"link {where} / {command[0]}", partial(_link_case, audit, where, kind, command)
+            )
 
 
 def _link_case(audit: Audit, where: str, kind: str, command: list[str]) -> str | None:
@@ -213,8 +258,10 @@ def _link_case(audit: Audit, where: str, kind: str, command: list[str]) -> str |
         path.symlink_to(victim if kind == "dir" else victim / "created")
     change_metric(base / "attempts")
     before = snapshot(victim)
-    args = [str(base / "attempts") if a == "ATTEMPTS" else str(base / "r.html") if a == "REPORT"
-            else a for a in command]  # fmt: skip
+    args = [
+        str(base / "attempts") if a == "ATTEMPTS" else str(base / "r.html") if a == "REPORT" else a
+        for a in command
+    ]
     done = audit.note(ep(*args, "--store", str(store)))
     if snapshot(victim) != before:
         return "the target outside the store changed"
@@ -241,35 +288,76 @@ def recorder(audit: Audit) -> None:
     trace = "os.environ['EXPLAIN_TRACE_DIR'] + '/t.json'"
     cases = [
         ("measurement FIFO", cmd(f"os.mkfifo({measurement})"), [], "(a FIFO)"),
-        ("measurement -> /dev/zero", cmd(f"os.symlink('/dev/zero', {measurement})"), [],
-         "(a symbolic link)"),
-        ("measurement -> a file elsewhere", cmd(f"os.symlink('/etc/hostname', {measurement})"),
-         [], "(a symbolic link)"),
-        ("measurement 100 MB", cmd(f"open({measurement}, 'w').truncate(100_000_000)"), [],
-         "more than the limit"),
-        ("measurement just over the cap",
-         cmd(f"open({measurement}, 'w').truncate({MAX_MEASUREMENT_BYTES + 1})"), [],
-         "more than the limit"),
+        (
+            "measurement -> /dev/zero",
+            cmd(f"os.symlink('/dev/zero', {measurement})"),
+            [],
+            "(a symbolic link)",
+        ),
+        (
+            "measurement -> a file elsewhere",
+            cmd(f"os.symlink('/etc/hostname', {measurement})"),
+            [],
+            "(a symbolic link)",
+        ),
+        (
+            "measurement 100 MB",
+            cmd(f"open({measurement}, 'w').truncate(100_000_000)"),
+            [],
+            "more than the limit",
+        ),
+        (
+            "measurement just over the cap",
+            cmd(f"open({measurement}, 'w').truncate({MAX_MEASUREMENT_BYTES + 1})"),
+            [],
+            "more than the limit",
+        ),
         ("measurement a folder", cmd(f"os.mkdir({measurement})"), [], "(a folder)"),
-        ("hang, --timeout 2", cmd("import time; time.sleep(600)"), ["--timeout", "2"],
-         "timed out after 2 s"),
+        (
+            "hang, --timeout 2",
+            cmd("import time; time.sleep(600)"),
+            ["--timeout", "2"],
+            "timed out after 2 s",
+        ),
         ("trace FIFO", cmd(f"os.mkfifo({trace})"), ["--trace", "kineto"], "(a FIFO)"),
-        ("trace -> /dev/zero", cmd(f"os.symlink('/dev/zero', {trace})"), ["--trace", "kineto"],
-         "(a symbolic link)"),
-    ]  # fmt: skip
+        (
+            "trace -> /dev/zero",
+            cmd(f"os.symlink('/dev/zero', {trace})"),
+            ["--trace", "kineto"],
+            "(a symbolic link)",
+        ),
+    ]
     for name, candidate, extra, reason in cases:
         audit.case(f"round: {name}", partial(_round_case, audit, py, candidate, extra, reason))
-    for name, change in (("policy edited", {"min_improvement_pct": 0.0}),
-                         ("policy digest edited", None)):  # fmt: skip
+    for name, change in (
+        ("policy edited", {"min_improvement_pct": 0.0}),
+        ("policy digest edited", None),
+    ):
         audit.case(f"round: {name}", partial(_tamper_case, audit, py, change))
 
 
 def _round_case(audit: Audit, ok: str, candidate: str, extra: list[str], reason: str) -> str | None:
     folder = audit.work / f"{audit.tried:04d}-round" / "loop"
     assert ep("campaign", "start", str(folder), "--metric", "seconds").code == 0
-    done = audit.note(ep("round", str(folder), "--baseline", "a", "--candidate", "b",
-                         "--baseline-cmd", ok, "--candidate-cmd", candidate, "-n", "2",
-                         "--warmup", "0", *extra))  # fmt: skip
+    done = audit.note(
+        ep(
+            "round",
+            str(folder),
+            "--baseline",
+            "a",
+            "--candidate",
+            "b",
+            "--baseline-cmd",
+            ok,
+            "--candidate-cmd",
+            candidate,
+            "-n",
+            "2",
+            "--warmup",
+            "0",
+            *extra,
+        )
+    )
     problem = expect(done, 6)
     if problem:
         return problem
@@ -287,8 +375,22 @@ def _tamper_case(audit: Audit, ok: str, change: dict[str, Any] | None) -> str | 
     else:
         document["policy"].update(change)
     path.write_text(json.dumps(document))
-    done = audit.note(ep("round", str(folder), "--baseline", "a", "--candidate", "b",
-                         "--baseline-cmd", ok, "--candidate-cmd", ok, "-n", "1"))  # fmt: skip
+    done = audit.note(
+        ep(
+            "round",
+            str(folder),
+            "--baseline",
+            "a",
+            "--candidate",
+            "b",
+            "--baseline-cmd",
+            ok,
+            "--candidate-cmd",
+            ok,
+            "-n",
+            "1",
+        )
+    )
     problem = expect(done, 3, "nothing was run")
     if problem is None and sorted(p.name for p in folder.iterdir()) != ["campaign.json"]:
         problem = "an attempt folder was written"
@@ -303,14 +405,25 @@ def damaged(audit: Audit) -> None:
             if column.name == "campaign_id":
                 continue
             if not column.nullable or column.name in spec.in_every_file:
-                audit.case(f"{name}.{column.name} dropped",
-                           partial(_damage_case, audit, name, _dropped(column.name), "is missing"))
+                audit.case(
+                    f"{name}.{column.name} dropped",
+                    partial(_damage_case, audit, name, _dropped(column.name), "is missing"),
+                )
             if not column.nullable:
-                audit.case(f"{name}.{column.name} nulled",
-                           partial(_damage_case, audit, name, _nulled(column.name), "is null"))
-    audit.case("samples.metric of an ok run nulled", partial(
-        _damage_case, audit, "samples", _nulled("metric", first_only=True),
-        "is null where status is ok"))  # fmt: skip
+                audit.case(
+                    f"{name}.{column.name} nulled",
+                    partial(_damage_case, audit, name, _nulled(column.name), "is null"),
+                )
+    audit.case(
+        "samples.metric of an ok run nulled",
+        partial(
+            _damage_case,
+            audit,
+            "samples",
+            _nulled("metric", first_only=True),
+            "is null where status is ok",
+        ),
+    )
 
 
 def _dropped(column: str) -> Callable[[pl.DataFrame], pl.DataFrame]:
@@ -351,8 +464,10 @@ def costs(audit: Audit, pairs: int) -> None:
         write(folder / "r001" / "measurements.jsonl")
         done = audit.note(ep("ingest", str(base / "attempts"), "--store", str(base / "store")))
         problem = expect(done, 1, *needles)
-        if problem is None and "c1        ingested              1         0          0         1" \
-                not in done.out:  # fmt: skip
+        if (
+            problem is None
+            and "c1        ingested              1         0          0         1" not in done.out
+        ):
             problem = "the other attempt of c1 was not kept"
         if problem is None and len(done.err) > 64_000:
             problem = f"{len(done.err)} bytes of errors"
@@ -363,6 +478,7 @@ def costs(audit: Audit, pairs: int) -> None:
             lines = [json.loads(x) for x in path.read_text().splitlines()]
             lines[0]["breakdown"]["s0"]["x" * length] = 0.001
             path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
         return write
 
     def many_keys(path: Path) -> None:
@@ -371,12 +487,17 @@ def costs(audit: Audit, pairs: int) -> None:
             line["breakdown"]["s0"].update({f"{i:02d}" + "k" * 4094: 0.001 for i in range(60)})
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
-    audit.case("a region named by 4 MB", lambda: ingest_of(
-        "name", long_name(4 * 2**20), "[too_long]"))
-    audit.case(f"a region name of {MAX_NAME_LENGTH + 1} characters", lambda: ingest_of(
-        "name", long_name(MAX_NAME_LENGTH + 1), "[too_long]"))
-    audit.case("60 keys of 4,096 characters in every line", lambda: _accepted_many_keys(
-        audit, many_keys))
+    audit.case(
+        "a region named by 4 MB", lambda: ingest_of("name", long_name(4 * 2**20), "[too_long]")
+    )
+    audit.case(
+        f"a region name of {MAX_NAME_LENGTH + 1} characters",
+        lambda: ingest_of("name", long_name(MAX_NAME_LENGTH + 1), "[too_long]"),
+    )
+    audit.case(
+        "60 keys of 4,096 characters in every line", lambda: _accepted_many_keys(audit, many_keys)
+    )
+
     def empty_lines(path: Path) -> None:
         path.write_text("{}\n" * 1_000_000)
 
@@ -394,16 +515,27 @@ def _accepted_many_keys(audit: Audit, write: Callable[[Path], None]) -> str | No
 
 def _many_pairs(audit: Audit, pairs: int) -> str | None:
     base = audit.work / f"{audit.tried:04d}-pairs"
-    folder = write_campaign(base / "attempts", "big", created_at="2026-11-01T09:00:00Z",
-                            metric={"name": "seconds", "better": "lower"},
-                            policy={"decision": "paired"})  # fmt: skip
-    attempt = {"attempt_id": "r001", "round": 1, "candidate": "c", "baseline": "b",
-               "status": "completed", "declared_at": "2026-11-01T09:58:00Z",
-               "started_at": "2026-11-01T10:00:00Z"}  # fmt: skip
+    folder = write_campaign(
+        base / "attempts",
+        "big",
+        created_at="2026-11-01T09:00:00Z",
+        metric={"name": "seconds", "better": "lower"},
+        policy={"decision": "paired"},
+    )
+    attempt = {
+        "attempt_id": "r001",
+        "round": 1,
+        "candidate": "c",
+        "baseline": "b",
+        "status": "completed",
+        "declared_at": "2026-11-01T09:58:00Z",
+        "started_at": "2026-11-01T10:00:00Z",
+    }
     write_attempt(folder, attempt, runs(pairs), mechanism=MECHANISM)
     store = str(base / "store")
-    problem = expect(audit.note(ep("ingest", str(base / "attempts"), "--store", store,
-                                   guard=600)), 0)  # fmt: skip
+    problem = expect(
+        audit.note(ep("ingest", str(base / "attempts"), "--store", store, guard=600)), 0
+    )
     done = audit.note(ep("assess", "big", "--store", store, guard=600))
     print(f"  {pairs} pairs: assess peak {done.peak_kib / 1024:.0f} MiB", flush=True)
     return problem or expect(done, 0)
@@ -424,8 +556,11 @@ def kills_and_concurrency(audit: Audit, kills: int, concurrent: int, seed: int) 
     for i in range(kills):
         if i % 2 == 0:  # a changed metric makes ingest rewrite c1's partitions
             change_metric(base / "attempts")
-        args = [CLI, "ingest", str(base / "attempts"), "--store", str(store)] if i % 3 else \
-            [CLI, "assess", "--all", "--store", str(store)]  # fmt: skip
+        args = (
+            [CLI, "ingest", str(base / "attempts"), "--store", str(store)]
+            if i % 3
+            else [CLI, "assess", "--all", "--store", str(store)]
+        )
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.2, 1.6))  # start-up takes ~0.4 s; writes come after
         process.send_signal(signal.SIGKILL)
@@ -439,11 +574,24 @@ def kills_and_concurrency(audit: Audit, kills: int, concurrent: int, seed: int) 
     shutil.rmtree(base / "attempts")
     for cid in ("c1", "c2", "c3", "c4"):
         campaign(base / "attempts", cid, attempts=3, pairs=8)
-    kinds = [["ingest", str(base / "attempts")], ["assess", "--all"],
-             ["query", "SELECT count(*) FROM assessments"], ["store", "check"]]  # fmt: skip
-    started = [(kinds[i % len(kinds)][0], subprocess.Popen(
-        [CLI, *kinds[i % len(kinds)], "--store", str(store)], stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)) for i in range(concurrent)]  # fmt: skip
+    kinds = [
+        ["ingest", str(base / "attempts")],
+        ["assess", "--all"],
+        ["query", "SELECT count(*) FROM assessments"],
+        ["store", "check"],
+    ]
+    started = [
+        (
+            kinds[i % len(kinds)][0],
+            subprocess.Popen(
+                [CLI, *kinds[i % len(kinds)], "--store", str(store)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+        )
+        for i in range(concurrent)
+    ]
     for name, running in started:
         _, err = running.communicate(timeout=600)
         figures["concurrent"] += 1
@@ -470,8 +618,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10 kills, 8 concurrent runs")
     parser.add_argument("--pairs", type=int, default=50_000, help="pairs of the memory case")
     parser.add_argument("--seed", type=int, default=19)
-    parser.add_argument("--parts", default="links,recorder,damaged,costs,crash",
-                        help="which parts to run (comma-separated)")
+    parser.add_argument(
+        "--parts",
+        default="links,recorder,damaged,costs,crash",
+        help="which parts to run (comma-separated)",
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     kills, concurrent = (10, 8) if args.quick else (40, 24)
@@ -489,10 +640,12 @@ def main() -> None:
             figures = kills_and_concurrency(audit, kills, concurrent, args.seed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"hostile inputs tried {audit.tried}, handled {audit.handled}; kill -9 "
-          f"{figures['kills']}, losses {figures['losses']}; concurrent runs "
-          f"{figures['concurrent']}, errors {figures['errors']}; largest peak memory "
-          f"{audit.peak_kib / 1024:.0f} MiB; {time.perf_counter() - started:.0f} s")
+    print(
+        f"hostile inputs tried {audit.tried}, handled {audit.handled}; kill -9 "
+        f"{figures['kills']}, losses {figures['losses']}; concurrent runs "
+        f"{figures['concurrent']}, errors {figures['errors']}; largest peak memory "
+        f"{audit.peak_kib / 1024:.0f} MiB; {time.perf_counter() - started:.0f} s"
+    )
     if audit.failures or figures["losses"] or figures["errors"]:
         sys.exit(1)
 

@@ -89,60 +89,105 @@ def campaign_tables(cid: str, n_attempts: int, reps: int, rng: np.random.Generat
     run_idx = np.indices(shape[:3]).reshape(3, -1)
     sides = ("baseline", "candidate")
     key = {"campaign_id": cid}
-    breakdown = pl.DataFrame({
-        **key,
-        "attempt_id": _codes(a_ids, idx[0]), "side": _codes(sides, idx[2]),
-        "repetition": idx[1], "step": _codes(STEPS, idx[3]), "region": _codes(REGIONS, idx[4]),
-        "seconds": seconds.ravel(),
-    })  # fmt: skip
+    breakdown = pl.DataFrame(
+        {
+            **key,
+            "attempt_id": _codes(a_ids, idx[0]),
+            "side": _codes(sides, idx[2]),
+            "repetition": idx[1],
+            "step": _codes(STEPS, idx[3]),
+            "region": _codes(REGIONS, idx[4]),
+            "seconds": seconds.ravel(),
+        }
+    )
     runs = {
         **key,
-        "attempt_id": _codes(a_ids, run_idx[0]), "side": _codes(sides, run_idx[2]),
+        "attempt_id": _codes(a_ids, run_idx[0]),
+        "side": _codes(sides, run_idx[2]),
         "repetition": run_idx[1],
-    }  # fmt: skip
-    samples = pl.DataFrame({
-        **runs, "status": "ok", "metric": seconds.sum(axis=(3, 4)).ravel(),
-        "line": np.arange(run_idx.shape[1]) % (2 * reps) + 1,
-    })  # fmt: skip
+    }
+    samples = pl.DataFrame(
+        {
+            **runs,
+            "status": "ok",
+            "metric": seconds.sum(axis=(3, 4)).ravel(),
+            "line": np.arange(run_idx.shape[1]) % (2 * reps) + 1,
+        }
+    )
     dram = 1e9 * len(STEPS) * (1 + rng.normal(0, 0.001, shape[:3]))
     dram[:, :, 1] *= gain[:, None]
-    counters = pl.concat([
-        pl.DataFrame({**runs, "counter": "kernel_launches",
-                      "value": np.full(run_idx.shape[1], 1000.0 * len(STEPS))}),
-        pl.DataFrame({**runs, "counter": "dram_bytes", "value": dram.ravel()}),
-    ])  # fmt: skip
+    counters = pl.concat(
+        [
+            pl.DataFrame(
+                {
+                    **runs,
+                    "counter": "kernel_launches",
+                    "value": np.full(run_idx.shape[1], 1000.0 * len(STEPS)),
+                }
+            ),
+            pl.DataFrame({**runs, "counter": "dram_bytes", "value": dram.ravel()}),
+        ]
+    )
     e_idx = np.indices((n_attempts, len(EXPECTATIONS))).reshape(2, -1)
-    expectations = pl.DataFrame({
-        **key, "attempt_id": _codes(a_ids, e_idx[0]), "position": e_idx[1],
-        "target": _codes([e[0] for e in EXPECTATIONS], e_idx[1]),
-        "name": _codes([e[1] for e in EXPECTATIONS], e_idx[1]),
-        "expect": _codes([e[2] for e in EXPECTATIONS], e_idx[1]),
-    })  # fmt: skip
+    expectations = pl.DataFrame(
+        {
+            **key,
+            "attempt_id": _codes(a_ids, e_idx[0]),
+            "position": e_idx[1],
+            "target": _codes([e[0] for e in EXPECTATIONS], e_idx[1]),
+            "name": _codes([e[1] for e in EXPECTATIONS], e_idx[1]),
+            "expect": _codes([e[2] for e in EXPECTATIONS], e_idx[1]),
+        }
+    )
     digests = [hashlib.sha256(f"{cid}/{a}".encode()).hexdigest() for a in a_ids]
-    attempts = pl.DataFrame({
-        **key, "attempt_id": a_ids, "round": np.arange(1, n_attempts + 1),
-        "candidate": [f"cand-{g:.2f}" for g in gain], "baseline": "main", "status": "completed",
-        "declared_at": T0, "started_at": T0, "mechanism_sha256": "m",
-        "mechanism_sha256_actual": "m", "mechanism_sha256_first_seen": "m", "hypothesis": "h",
-        "n_lines": 2 * reps,
-        "inputs_sha256": digests, "source_dir": [f"attempts/{cid}/{a}" for a in a_ids],
-    })  # fmt: skip
+    attempts = pl.DataFrame(
+        {
+            **key,
+            "attempt_id": a_ids,
+            "round": np.arange(1, n_attempts + 1),
+            "candidate": [f"cand-{g:.2f}" for g in gain],
+            "baseline": "main",
+            "status": "completed",
+            "declared_at": T0,
+            "started_at": T0,
+            "mechanism_sha256": "m",
+            "mechanism_sha256_actual": "m",
+            "mechanism_sha256_first_seen": "m",
+            "hypothesis": "h",
+            "n_lines": 2 * reps,
+            "inputs_sha256": digests,
+            "source_dir": [f"attempts/{cid}/{a}" for a in a_ids],
+        }
+    )
     policy = dict(POLICY_DEFAULTS)
-    campaigns = pl.DataFrame({
-        **key, "kind": "project", "created_at": T0, "metric_name": "e2e_seconds",
-        "metric_better": "lower", **{k: [v] for k, v in policy.items()},
-        "policy_json": canonical_policy(policy).decode(), "policy_sha256": policy_sha256(policy),
-        "policy_sha256_actual": policy_sha256(policy), "source_sha256": digests[0],
-    })  # fmt: skip
+    campaigns = pl.DataFrame(
+        {
+            **key,
+            "kind": "project",
+            "created_at": T0,
+            "metric_name": "e2e_seconds",
+            "metric_better": "lower",
+            **{k: [v] for k, v in policy.items()},
+            "policy_json": canonical_policy(policy).decode(),
+            "policy_sha256": policy_sha256(policy),
+            "policy_sha256_actual": policy_sha256(policy),
+            "source_sha256": digests[0],
+        }
+    )
     frames = {
-        "campaigns": campaigns, "attempts": attempts, "samples": samples,
-        "breakdown": breakdown, "counters": counters, "expectations": expectations,
-    }  # fmt: skip
+        "campaigns": campaigns,
+        "attempts": attempts,
+        "samples": samples,
+        "breakdown": breakdown,
+        "counters": counters,
+        "expectations": expectations,
+    }
     return {
-        k: v.cast({c: t for c, t in table(k).polars_schema().items() if c in v.columns},
-                  strict=False)  # columns added to the tables later are written as nulls
+        k: v.cast(
+            {c: t for c, t in table(k).polars_schema().items() if c in v.columns}, strict=False
+        )  # columns added to the tables later are written as nulls
         for k, v in frames.items()
-    }  # fmt: skip
+    }
 
 
 def generate(path: Path, attempts: int, per_campaign: int, reps: int, seed: int) -> int:
@@ -197,16 +242,28 @@ def stored_folders(root: Path, campaigns: int, per_campaign: int, reps: int, see
                         step: dict(zip(REGIONS, cells[k], strict=True))
                         for k, step in enumerate(STEPS)
                     }
-                    runs.append({
-                        "side": side, "repetition": rep, "status": "ok",
-                        "metric": sum(sum(row) for row in cells), "breakdown": breakdown,
-                        "counters": {"kernel_launches": 1000 * len(STEPS),
-                                     "dram_bytes": float(dram[a, rep, s])},
-                    })  # fmt: skip
-            doc = {"attempt_id": f"r{a + 1:03d}", "round": a + 1,
-                   "candidate": f"cand-{gain[a]:.2f}", "baseline": "main", "status": "completed",
-                   "declared_at": "2026-11-01T10:00:00Z",
-                   "started_at": "2026-11-01T10:01:00Z"}  # fmt: skip
+                    runs.append(
+                        {
+                            "side": side,
+                            "repetition": rep,
+                            "status": "ok",
+                            "metric": sum(sum(row) for row in cells),
+                            "breakdown": breakdown,
+                            "counters": {
+                                "kernel_launches": 1000 * len(STEPS),
+                                "dram_bytes": float(dram[a, rep, s]),
+                            },
+                        }
+                    )
+            doc = {
+                "attempt_id": f"r{a + 1:03d}",
+                "round": a + 1,
+                "candidate": f"cand-{gain[a]:.2f}",
+                "baseline": "main",
+                "status": "completed",
+                "declared_at": "2026-11-01T10:00:00Z",
+                "started_at": "2026-11-01T10:01:00Z",
+            }
             write_attempt(folder, doc, runs, mechanism=mechanism)
 
 
@@ -275,9 +332,14 @@ def check_equal(store: Path, naive_json: Path, campaigns: list[str] | None) -> t
     naive = json.loads(naive_json.read_text())
     comps = Store(store).read("comparisons", campaigns).filter(pl.col("status") == "ok")
     keys = (
-        comps["campaign_id"] + "/" + comps["attempt_id"] + "/" + comps["quantity"] + "/"
+        comps["campaign_id"]
+        + "/"
+        + comps["attempt_id"]
+        + "/"
+        + comps["quantity"]
+        + "/"
         + comps["name"]
-    ).to_list()  # fmt: skip
+    ).to_list()
     if set(keys) != set(naive):
         missing = sorted(set(naive) ^ set(keys))[:5]
         raise SystemExit(f"the pipeline and the naive script disagree on the quantities: {missing}")
@@ -302,9 +364,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
     attempts = campaigns * args.per_campaign
     t0 = time.perf_counter()
     stored_folders(folder, campaigns, args.per_campaign, args.repetitions, args.seed)
-    print(f"generated {attempts} stored attempts in {campaigns} campaigns of {args.per_campaign} "
-          f"({args.repetitions} repetitions x {len(STEPS)} steps x {len(REGIONS)} regions "
-          f"+ 2 counters) in {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+    print(
+        f"generated {attempts} stored attempts in {campaigns} campaigns of {args.per_campaign} "
+        f"({args.repetitions} repetitions x {len(STEPS)} steps x {len(REGIONS)} regions "
+        f"+ 2 counters) in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     cli = str(BIN / "explain-pipeline")
     naive = [sys.executable, str(Path(__file__).parent / "naive_assess.py")]
     folders = sorted(str(p) for p in folder.iterdir())
@@ -346,50 +411,102 @@ def run(args: argparse.Namespace, work: Path) -> None:
 
     both = "explain-pipeline: 2 cores (Polars pool, 2 bootstrap workers); naive: 1 thread"
     print()
-    print(f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f} at the end. Every command in its own process, "
-          f"start-up included; medians of {args.runs} runs where marked; wall seconds, CPU "
-          "seconds (user + system) in brackets.")  # fmt: skip
+    print(
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f} at the end. Every command in its own process, "
+        f"start-up included; medians of {args.runs} runs where marked; wall seconds, CPU "
+        "seconds (user + system) in brackets."
+    )
     print()
     print(row("path", "explain-pipeline", "comparison (same run)", "ratio", "target", "threads"))
     print(row("---", "---", "---", "---", "---", "---"))
-    print(row("`explain-pipeline --help`", f"{help_s:.2f} s [{help_cpu:.2f}] (median)",
-              f"`python -c pass`: {python_s:.2f} s [{python_cpu:.2f}]", "—", "≤ 0.25 s",
-              "1"))  # fmt: skip
-    print(row(f"`assess ID`: one {args.per_campaign}-attempt campaign of the store ({n_one} "
-              f"quantities, {args.repetitions} pairs)", f"{one_s:.2f} s [{one_cpu:.2f}] (median)",
-              f"naive script on its folder: {one_naive_s:.2f} s [{one_naive_cpu:.2f}] (median)",
-              f"{one_s / one_naive_s:.2f}x the naive time [{one_cpu / one_naive_cpu:.2f}x]",
-              "≤ 1.3x", both))  # fmt: skip
-    print(row("start-up floor under `assess ID`: `python -c 'import click, numpy, polars'` "
-              "(then os._exit, as the command leaves)",
-              f"{floor_s:.2f} s [{floor_cpu:.2f}] (median)", f"naive script on its folder: "
-              f"{one_naive_s:.2f} s [{one_naive_cpu:.2f}]", f"{floor_s / one_naive_s:.2f}x the "
-              "naive time, before any work", "—", "1"))  # fmt: skip
-    print(row(f"`ingest` of {attempts:,} attempts ({n_lines:,} measurement lines, {campaigns} "
-              "campaigns)", f"{ingest_s:.1f} s [{ingest_cpu:.1f}] = {n_lines / ingest_s:,.0f} "
-              f"lines/s [{n_lines / ingest_cpu:,.0f} per CPU second], peak RSS {ingest_rss:.0f} "
-              "MiB", f"per-line validator (ingest --precise): {precise_s:.1f} s "
-              f"[{precise_cpu:.1f}] = {n_lines / precise_s:,.0f} lines/s; same stored tables",
-              f"{precise_s / ingest_s:.1f}x faster", "≥ 40,000 lines/s", "2 cores"))  # fmt: skip
-    print(row(f"`assess --all` of {attempts:,} attempts ({n_all:,} quantities with an "
-              f"interval)", f"{all_s:.1f} s [{all_cpu:.1f}] = {n_all / all_s:,.0f} quantities/s, "
-              f"peak RSS {all_rss:.0f} MiB", f"naive script over every folder: {naive_s:.1f} s "
-              f"[{naive_cpu:.1f}] = {n_all / naive_s:,.0f} quantities/s, peak RSS "
-              f"{naive_rss:.0f} MiB", f"**{naive_s / all_s:.1f}x** faster "
-              f"[{naive_cpu / all_cpu:.1f}x less CPU]", "≥ 25x", both))  # fmt: skip
-    print(row("of which the bootstrap kernel alone: `paired_intervals` of as many quantities "
-              f"({args.repetitions} pairs, 10,000 resamples) in one process, start-up excluded",
-              f"{kernel_s:.1f} s [{kernel_cpu:.1f}]", f"25x the naive script: {naive_s / 25:.1f} s",
-              f"{kernel_s / (naive_s / 25):.1f}x that budget", "—", "2 workers"))  # fmt: skip
-    print(row("ingest + `assess --all` (end to end)", f"{ingest_s + all_s:.1f} s "
-              f"[{ingest_cpu + all_cpu:.1f}]", f"naive script: {naive_s:.1f} s [{naive_cpu:.1f}]",
-              f"{naive_s / (ingest_s + all_s):.1f}x faster", "—", both))  # fmt: skip
+    print(
+        row(
+            "`explain-pipeline --help`",
+            f"{help_s:.2f} s [{help_cpu:.2f}] (median)",
+            f"`python -c pass`: {python_s:.2f} s [{python_cpu:.2f}]",
+            "—",
+            "≤ 0.25 s",
+            "1",
+        )
+    )
+    print(
+        row(
+            f"`assess ID`: one {args.per_campaign}-attempt campaign of the store ({n_one} "
+            f"quantities, {args.repetitions} pairs)",
+            f"{one_s:.2f} s [{one_cpu:.2f}] (median)",
+            f"naive script on its folder: {one_naive_s:.2f} s [{one_naive_cpu:.2f}] (median)",
+            f"{one_s / one_naive_s:.2f}x the naive time [{one_cpu / one_naive_cpu:.2f}x]",
+            "≤ 1.3x",
+            both,
+        )
+    )
+    print(
+        row(
+            "start-up floor under `assess ID`: `python -c 'import click, numpy, polars'` "
+            "(then os._exit, as the command leaves)",
+            f"{floor_s:.2f} s [{floor_cpu:.2f}] (median)",
+            f"naive script on its folder: {one_naive_s:.2f} s [{one_naive_cpu:.2f}]",
+            f"{floor_s / one_naive_s:.2f}x the naive time, before any work",
+            "—",
+            "1",
+        )
+    )
+    print(
+        row(
+            f"`ingest` of {attempts:,} attempts ({n_lines:,} measurement lines, {campaigns} "
+            "campaigns)",
+            f"{ingest_s:.1f} s [{ingest_cpu:.1f}] = {n_lines / ingest_s:,.0f} "
+            f"lines/s [{n_lines / ingest_cpu:,.0f} per CPU second], peak RSS {ingest_rss:.0f} "
+            "MiB",
+            f"per-line validator (ingest --precise): {precise_s:.1f} s "
+            f"[{precise_cpu:.1f}] = {n_lines / precise_s:,.0f} lines/s; same stored tables",
+            f"{precise_s / ingest_s:.1f}x faster",
+            "≥ 40,000 lines/s",
+            "2 cores",
+        )
+    )
+    print(
+        row(
+            f"`assess --all` of {attempts:,} attempts ({n_all:,} quantities with an interval)",
+            f"{all_s:.1f} s [{all_cpu:.1f}] = {n_all / all_s:,.0f} quantities/s, "
+            f"peak RSS {all_rss:.0f} MiB",
+            f"naive script over every folder: {naive_s:.1f} s "
+            f"[{naive_cpu:.1f}] = {n_all / naive_s:,.0f} quantities/s, peak RSS "
+            f"{naive_rss:.0f} MiB",
+            f"**{naive_s / all_s:.1f}x** faster [{naive_cpu / all_cpu:.1f}x less CPU]",
+            "≥ 25x",
+            both,
+        )
+    )
+    print(
+        row(
+            "of which the bootstrap kernel alone: `paired_intervals` of as many quantities "
+            f"({args.repetitions} pairs, 10,000 resamples) in one process, start-up excluded",
+            f"{kernel_s:.1f} s [{kernel_cpu:.1f}]",
+            f"25x the naive script: {naive_s / 25:.1f} s",
+            f"{kernel_s / (naive_s / 25):.1f}x that budget",
+            "—",
+            "2 workers",
+        )
+    )
+    print(
+        row(
+            "ingest + `assess --all` (end to end)",
+            f"{ingest_s + all_s:.1f} s [{ingest_cpu + all_cpu:.1f}]",
+            f"naive script: {naive_s:.1f} s [{naive_cpu:.1f}]",
+            f"{naive_s / (ingest_s + all_s):.1f}x faster",
+            "—",
+            both,
+        )
+    )
     for line in extra:
         print(line)
     print()
-    print(f"Results equal the naive script's: {n_one} and {n_all:,} quantities, max relative "
-          f"difference {max(diff_one, diff_all):.1e} (asserted <= 1e-12).")  # fmt: skip
+    print(
+        f"Results equal the naive script's: {n_one} and {n_all:,} quantities, max relative "
+        f"difference {max(diff_one, diff_all):.1e} (asserted <= 1e-12)."
+    )
     if args.large:
         large(args, work)
 
@@ -411,22 +528,28 @@ def ingest_rows(work: Path, options: tuple[str, ...] = ()) -> list[str]:
         return (result["peak_rss_mib"] - result["before_mib"]) * 2**20 / (mb * 1e6)
 
     return [
-        row(f"`ingest` of {ingest['attempts']:,} attempts ({lines:,} lines) in "
+        row(
+            f"`ingest` of {ingest['attempts']:,} attempts ({lines:,} lines) in "
             f"{ingest['campaigns']} campaigns",
             f"{bulk['seconds']:.2f} s [{bulk['cpu']:.2f}] = "
             f"{lines / bulk['seconds']:,.0f} lines/s, peak RSS {bulk['peak_rss_mib']:.0f} MiB",
             f"per-line validator: {precise['seconds']:.2f} s = "
             f"{lines / precise['seconds']:,.0f} lines/s; same stored tables",
-            f"{precise['seconds'] / bulk['seconds']:.1f}x faster", "≥ 40,000 lines/s",
-            "2 cores"),
-        row(f"`import kineto` of a {mb:.0f} MB trace (process warmed by one small import)",
+            f"{precise['seconds'] / bulk['seconds']:.1f}x faster",
+            "≥ 40,000 lines/s",
+            "2 cores",
+        ),
+        row(
+            f"`import kineto` of a {mb:.0f} MB trace (process warmed by one small import)",
             f"{stream['seconds']:.2f} s [{stream['cpu_seconds']:.2f}] = "
             f"{mb / stream['seconds']:.1f} MB/s, peak {above(stream):.2f}x the file",
             f"whole-file reader: {whole['seconds']:.2f} s = {mb / whole['seconds']:.1f} MB/s, "
             f"{above(whole):.2f}x the file; same measurement line",
             f"{whole['seconds'] / stream['seconds']:.1f}x faster",
-            "≥ 50 MB/s, peak ≤ 2x the file", "2 cores"),
-    ]  # fmt: skip
+            "≥ 50 MB/s, peak ≤ 2x the file",
+            "2 cores",
+        ),
+    ]
 
 
 def kernel(quantities: int, pairs: int) -> tuple[float, float]:
@@ -442,8 +565,9 @@ def kernel(quantities: int, pairs: int) -> tuple[float, float]:
         "paired_intervals(x, resamples=10_000, seed=1, confidence=0.95)\n"
         "print(time.perf_counter() - t, time.process_time() - c)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                         text=True).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    ).stdout.split()
     return float(out[0]), float(out[1])
 
 
@@ -453,13 +577,16 @@ def large(args: argparse.Namespace, work: Path) -> None:
     store = work / "large-store"
     shutil.rmtree(store, ignore_errors=True)
     n_campaigns = generate(store, args.large, 100, args.repetitions, args.seed)
-    seconds, cpu, peak = measure([str(BIN / "explain-pipeline"), "assess", "--all", "--store",
-                                  str(store)])  # fmt: skip
+    seconds, cpu, peak = measure(
+        [str(BIN / "explain-pipeline"), "assess", "--all", "--store", str(store)]
+    )
     quantities = Store(store).read("comparisons").filter(pl.col("status") == "ok").height
-    print(f"\nassess --all of {args.large:,} attempts ({n_campaigns} campaigns, {quantities:,} "
-          f"quantities with an interval): {seconds:.1f} s [{cpu:.1f} CPU] = "
-          f"{quantities / seconds:,.0f} "
-          f"quantities/s, peak RSS {peak:.0f} MiB (target ≤ 1 GiB)")  # fmt: skip
+    print(
+        f"\nassess --all of {args.large:,} attempts ({n_campaigns} campaigns, {quantities:,} "
+        f"quantities with an interval): {seconds:.1f} s [{cpu:.1f} CPU] = "
+        f"{quantities / seconds:,.0f} "
+        f"quantities/s, peak RSS {peak:.0f} MiB (target ≤ 1 GiB)"
+    )
 
 
 def main() -> None:
@@ -471,9 +598,12 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=0, help="also assess this many attempts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, default=None, help="keep the files in this folder")
-    parser.add_argument("--with-ingest", action="store_true",
-                        help="also bench_ingest.py's rows (3,000 attempts in 10 campaigns, and "
-                        "import kineto against the whole-file reader) in the same table")
+    parser.add_argument(
+        "--with-ingest",
+        action="store_true",
+        help="also bench_ingest.py's rows (3,000 attempts in 10 campaigns, and "
+        "import kineto against the whole-file reader) in the same table",
+    )
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench-assess-"))
     work.mkdir(parents=True, exist_ok=True)

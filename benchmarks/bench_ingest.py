@@ -57,14 +57,17 @@ def _dump(doc: dict[str, Any]) -> str:
 def write_folder(root: Path, attempts: int, per_campaign: int, reps: int, seed: int) -> int:
     """The stored-attempt folder; returns the number of measurement lines."""
     rng = np.random.default_rng(seed)
-    mechanism = _dump({
-        "schema": "explain-pipeline/mechanism/v1", "hypothesis": "fused attention",
-        "expectations": [
-            {"target": "region", "name": "attention", "expect": "decrease"},
-            {"target": "counter", "name": "dram_bytes", "expect": "decrease"},
-            {"target": "region", "name": "sampling", "expect": "unchanged"},
-        ],
-    })  # fmt: skip
+    mechanism = _dump(
+        {
+            "schema": "explain-pipeline/mechanism/v1",
+            "hypothesis": "fused attention",
+            "expectations": [
+                {"target": "region", "name": "attention", "expect": "decrease"},
+                {"target": "counter", "name": "dram_bytes", "expect": "decrease"},
+                {"target": "region", "name": "sampling", "expect": "unchanged"},
+            ],
+        }
+    )
     digest = hashlib.sha256(mechanism.encode()).hexdigest()
     lines = 0
     for start in range(0, attempts, per_campaign):
@@ -72,22 +75,30 @@ def write_folder(root: Path, attempts: int, per_campaign: int, reps: int, seed: 
         folder = root / cid
         folder.mkdir(parents=True)
         campaign = {
-            "schema": "explain-pipeline/campaign/v1", "campaign_id": cid, "kind": "project",
+            "schema": "explain-pipeline/campaign/v1",
+            "campaign_id": cid,
+            "kind": "project",
             "created_at": "2026-11-01T10:00:00Z",
             "metric": {"name": "e2e_seconds", "better": "lower"},
-            "policy": {}, "policy_sha256": policy_sha256({}),
-        }  # fmt: skip
+            "policy": {},
+            "policy_sha256": policy_sha256({}),
+        }
         (folder / "campaign.json").write_text(_dump(campaign))
         for k in range(start, min(start + per_campaign, attempts)):
             aid = f"r{k:06d}"
             (folder / aid).mkdir()
             (folder / aid / "mechanism.json").write_text(mechanism)
             attempt = {
-                "schema": "explain-pipeline/attempt/v1", "attempt_id": aid, "round": k + 1,
-                "candidate": f"cand-{k}", "baseline": "main@3f2a9c1", "status": "completed",
-                "declared_at": "2026-11-01T11:58:00Z", "started_at": "2026-11-01T12:00:00Z",
+                "schema": "explain-pipeline/attempt/v1",
+                "attempt_id": aid,
+                "round": k + 1,
+                "candidate": f"cand-{k}",
+                "baseline": "main@3f2a9c1",
+                "status": "completed",
+                "declared_at": "2026-11-01T11:58:00Z",
+                "started_at": "2026-11-01T12:00:00Z",
                 "mechanism_sha256": digest,
-            }  # fmt: skip
+            }
             (folder / aid / "attempt.json").write_text(_dump(attempt))
             seconds = 0.01 * SHARES * rng.lognormal(0, 0.03, (reps, 2, len(STEPS), len(REGIONS)))
             text = []
@@ -95,15 +106,19 @@ def write_folder(root: Path, attempts: int, per_campaign: int, reps: int, seed: 
                 for s, side in enumerate(("baseline", "candidate")):
                     cells = seconds[rep, s]
                     run = {
-                        "side": side, "repetition": rep, "status": "ok",
+                        "side": side,
+                        "repetition": rep,
+                        "status": "ok",
                         "metric": float(cells.sum()),
                         "breakdown": {
                             step: dict(zip(REGIONS, map(float, cells[i]), strict=True))
                             for i, step in enumerate(STEPS)
                         },
-                        "counters": {"kernel_launches": 4000 - 100 * s,
-                                     "dram_bytes": float(rng.integers(10**9, 2 * 10**9))},
-                    }  # fmt: skip
+                        "counters": {
+                            "kernel_launches": 4000 - 100 * s,
+                            "dram_bytes": float(rng.integers(10**9, 2 * 10**9)),
+                        },
+                    }
                     text.append(json.dumps(run, separators=(",", ":")))
             (folder / aid / "measurements.jsonl").write_text("\n".join(text) + "\n")
             lines += len(text)
@@ -131,8 +146,9 @@ def ingest_command(folder: Path, store: Path, options: list[str]) -> dict[str, f
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [str(cli), "ingest", str(folder), "--store", str(store), *options],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     stderr = proc.stderr.read().decode() if proc.stderr else ""
@@ -165,7 +181,7 @@ def phase_import(trace: str, mode: ReadMode = "fast") -> dict[str, Any]:
 def _subprocess(*args: str) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, *args], check=True, capture_output=True, text=True
-    )  # fmt: skip
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -34,18 +34,29 @@ def runs(pairs: int) -> list[dict[str, Any]]:
     for rep in range(pairs):
         wobble = 1.0 + 0.01 * math.sin(rep)
         for side, factor in (("baseline", 1.0), ("candidate", 0.95)):
-            regions = {"attention": 0.001 * factor * wobble, "mlp": 0.005 * wobble,
-                       "sampling": 0.0025 * wobble}  # fmt: skip
-            lines.append({"side": side, "repetition": rep, "status": "ok",
-                          "metric": sum(regions.values()), "breakdown": regions,
-                          "counters": {"launches": round(1000 * factor)}})  # fmt: skip
+            regions = {
+                "attention": 0.001 * factor * wobble,
+                "mlp": 0.005 * wobble,
+                "sampling": 0.0025 * wobble,
+            }
+            lines.append(
+                {
+                    "side": side,
+                    "repetition": rep,
+                    "status": "ok",
+                    "metric": sum(regions.values()),
+                    "breakdown": regions,
+                    "counters": {"launches": round(1000 * factor)},
+                }
+            )
     return lines
 
 
 def peak_mib(args: list[str]) -> float:
     """Run ``args`` under /usr/bin/time -v; its maximum resident set size in MiB."""
-    done = subprocess.run(["/usr/bin/time", "-v", *args], capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        ["/usr/bin/time", "-v", *args], capture_output=True, text=True, check=False
+    )
     if done.returncode not in (0, 5):
         sys.exit(f"{' '.join(args)} exited {done.returncode}:\n{done.stderr[-2000:]}")
     found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
@@ -65,11 +76,22 @@ def main() -> None:
     try:
         policy = {"decision": "paired", "resamples": args.resamples}
         metric = {"name": "seconds", "better": "lower"}
-        folder = write_campaign(work / "attempts", "big", created_at="2026-11-01T09:00:00Z",
-                                metric=metric, policy=policy)  # fmt: skip
-        attempt = {"attempt_id": "r001", "round": 1, "candidate": "c", "baseline": "b",
-                   "status": "completed", "declared_at": "2026-11-01T09:58:00Z",
-                   "started_at": "2026-11-01T10:00:00Z"}  # fmt: skip
+        folder = write_campaign(
+            work / "attempts",
+            "big",
+            created_at="2026-11-01T09:00:00Z",
+            metric=metric,
+            policy=policy,
+        )
+        attempt = {
+            "attempt_id": "r001",
+            "round": 1,
+            "candidate": "c",
+            "baseline": "b",
+            "status": "completed",
+            "declared_at": "2026-11-01T09:58:00Z",
+            "started_at": "2026-11-01T10:00:00Z",
+        }
         write_attempt(folder, attempt, runs(args.pairs), mechanism=MECHANISM)
         store = str(work / "store")
         figures = {

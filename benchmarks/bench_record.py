@@ -36,9 +36,23 @@ TARGET_MS = 5.0
 
 def _round(campaign: Path, repetitions: int) -> float:
     """Wall seconds of one `round` of `true` against `true` (start-up included)."""
-    args = [str(CLI), "round", str(campaign), "--baseline", "a", "--candidate", "b",
-            "--baseline-cmd", "true", "--candidate-cmd", "true", "-n", str(repetitions),
-            "--warmup", "0"]  # fmt: skip
+    args = [
+        str(CLI),
+        "round",
+        str(campaign),
+        "--baseline",
+        "a",
+        "--candidate",
+        "b",
+        "--baseline-cmd",
+        "true",
+        "--candidate-cmd",
+        "true",
+        "-n",
+        str(repetitions),
+        "--warmup",
+        "0",
+    ]
     start = time.perf_counter()
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -69,8 +83,11 @@ def measure(runs: int, trials: int) -> dict[str, float]:
     scratch = Path(tempfile.mkdtemp(prefix="bench-record-"))
     try:
         campaign = scratch / "overhead"
-        subprocess.run([str(CLI), "campaign", "start", str(campaign), "--metric", "seconds"],
-                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [str(CLI), "campaign", "start", str(campaign), "--metric", "seconds"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         short, long, bare = [], [], []
         for _ in range(trials):
             short.append(_round(campaign, small))
@@ -83,8 +100,12 @@ def measure(runs: int, trials: int) -> dict[str, float]:
     per_run = (statistics.median(long) - statistics.median(short)) / extra
     per_spawn = statistics.median(bare) / (runs - 2 * small)
     startup = statistics.median(short) - 2 * small * per_run
-    return {"per_run_ms": per_run * 1e3, "bare_ms": per_spawn * 1e3,
-            "overhead_ms": (per_run - per_spawn) * 1e3, "startup_s": startup}  # fmt: skip
+    return {
+        "per_run_ms": per_run * 1e3,
+        "bare_ms": per_spawn * 1e3,
+        "overhead_ms": (per_run - per_spawn) * 1e3,
+        "startup_s": startup,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,13 +120,19 @@ def main(argv: list[str] | None = None) -> int:
     assert 0 < got["startup_s"] < 30, got
     met = "met" if got["overhead_ms"] <= TARGET_MS else "not met"
     load = os.getloadavg()[0]
-    print(f"recorder, per run of `true` (median of {args.trials} rounds of 10 and {args.runs} "
-          f"runs; {os.cpu_count()} cores, {platform.machine()}, load average {load:.1f})")
-    print(f"  explain-pipeline round:  {got['per_run_ms']:.2f} ms per run "
-          f"(start-up {got['startup_s']:.2f} s per round, not counted)")
+    print(
+        f"recorder, per run of `true` (median of {args.trials} rounds of 10 and {args.runs} "
+        f"runs; {os.cpu_count()} cores, {platform.machine()}, load average {load:.1f})"
+    )
+    print(
+        f"  explain-pipeline round:  {got['per_run_ms']:.2f} ms per run "
+        f"(start-up {got['startup_s']:.2f} s per round, not counted)"
+    )
     print(f"  bare spawn of `true`:    {got['bare_ms']:.2f} ms per run")
-    print(f"  recorder's own cost:     {got['overhead_ms']:+.2f} ms per run "
-          f"(target <= {TARGET_MS:g} ms: {met})")  # fmt: skip
+    print(
+        f"  recorder's own cost:     {got['overhead_ms']:+.2f} ms per run "
+        f"(target <= {TARGET_MS:g} ms: {met})"
+    )
     return 0
 
 

@@ -145,8 +145,9 @@ def _ingest_folder(work: Path, campaigns: int, per_campaign: int, seed: int) -> 
     for k in range(campaigns):
         shutil.copytree(one / "bench-00000", root / f"c{k:03d}")
         metric = {"name": "e2e_seconds", "better": "lower"}
-        write_campaign(root, f"c{k:03d}", created_at="2026-11-01T10:00:00Z", metric=metric,
-                       policy={})  # fmt: skip
+        write_campaign(
+            root, f"c{k:03d}", created_at="2026-11-01T10:00:00Z", metric=metric, policy={}
+        )
     return root
 
 
@@ -196,16 +197,22 @@ def _report(
     transfer = mb * 8 / 1000 / gbps
     tasks = math.ceil(100_000 / per_task)
     task = w1 / tasks
-    print(f"  per 100,000 attempts: workers {w1:.1f} core-s, driver {driver:.1f} s (one core "
-          f"each), {tasks} units of work of {task:.1f} s, results to the driver {mb:.0f} MB "
-          f"({transfer:.1f} s at {gbps:g} Gbit/s)")  # fmt: skip
-    print(f"  projection per 100,000 attempts on N nodes of {cores} cores "
-          f"(driver + waves x unit + transfer):")  # fmt: skip
+    print(
+        f"  per 100,000 attempts: workers {w1:.1f} core-s, driver {driver:.1f} s (one core "
+        f"each), {tasks} units of work of {task:.1f} s, results to the driver {mb:.0f} MB "
+        f"({transfer:.1f} s at {gbps:g} Gbit/s)"
+    )
+    print(
+        f"  projection per 100,000 attempts on N nodes of {cores} cores "
+        f"(driver + waves x unit + transfer):"
+    )
     for k in nodes:
         t = driver + math.ceil(tasks / (k * cores)) * task + transfer
         share = (driver + transfer) / t * 100
-        print(f"    N={k:<4} {t:8.1f} s   speed-up {(w1 + driver) / t:5.1f}x   "
-              f"driver share {share:3.0f}%")  # fmt: skip
+        print(
+            f"    N={k:<4} {t:8.1f} s   speed-up {(w1 + driver) / t:5.1f}x   "
+            f"driver share {share:3.0f}%"
+        )
 
 
 def main() -> None:
@@ -217,8 +224,12 @@ def main() -> None:
     parser.add_argument("--nodes", default="1,2,4,8,16", help="N for the projection")
     parser.add_argument("--cores", type=int, default=16, help="cores per node (projection)")
     parser.add_argument("--gbps", type=float, default=10.0, help="network to the driver")
-    parser.add_argument("--ray-cpus", type=int, default=len(os.sched_getaffinity(0)),
-                        help="CPUs of the local Ray cluster (0: skip the Ray runs)")  # fmt: skip
+    parser.add_argument(
+        "--ray-cpus",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="CPUs of the local Ray cluster (0: skip the Ray runs)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -237,10 +248,12 @@ def main() -> None:
         store, n_campaigns = _assess_store(work, args.attempts, args.per_campaign, args.seed)
         folder = _ingest_folder(work, args.ingest_campaigns, args.ingest_per_campaign, args.seed)
         print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()}")
-        print(f"inputs: {args.attempts:,} attempts in {n_campaigns} campaigns for assess, "
-              f"{args.ingest_campaigns} x {args.ingest_per_campaign} stored attempts for ingest "
-              f"(10 repetitions x 4 steps x 4 regions + 2 counters), "
-              f"made in {time.perf_counter() - t0:.0f} s")  # fmt: skip
+        print(
+            f"inputs: {args.attempts:,} attempts in {n_campaigns} campaigns for assess, "
+            f"{args.ingest_campaigns} x {args.ingest_per_campaign} stored attempts for ingest "
+            f"(10 repetitions x 4 steps x 4 regions + 2 counters), "
+            f"made in {time.perf_counter() - t0:.0f} s"
+        )
         # ingest packs consecutive campaigns into units of at most GROUP_ATTEMPTS attempts
         per_unit = max(1, GROUP_ATTEMPTS // args.ingest_per_campaign) * args.ingest_per_campaign
         units = (("ingest", [folder], per_unit), ("assess", [store], DEFAULT_BATCH))

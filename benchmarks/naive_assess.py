@@ -59,8 +59,11 @@ def attempt_xs(folder: Path, better: str) -> dict[tuple[str, str], np.ndarray]:
     mechanism = folder / "mechanism.json"
     if mechanism.exists():
         expectations = json.loads(mechanism.read_text())["expectations"]
-        references = {e["name"] for e in expectations
-                      if e["target"] == "region" and e["expect"] == "unchanged"}  # fmt: skip
+        references = {
+            e["name"]
+            for e in expectations
+            if e["target"] == "region" and e["expect"] == "unchanged"
+        }
     runs: Runs = {}
     with open(folder / "measurements.jsonl") as lines:
         for line in lines:
@@ -86,8 +89,13 @@ def main() -> None:
     matrices: dict[tuple[int, int, int], np.ndarray] = {}
     for campaign in folders:
         document = json.loads((campaign / "campaign.json").read_text())
-        policy = {"confidence": 0.95, "resamples": 10000, "seed": 0, "min_pairs": 5,
-                  **document["policy"]}  # fmt: skip
+        policy = {
+            "confidence": 0.95,
+            "resamples": 10000,
+            "seed": 0,
+            "min_pairs": 5,
+            **document["policy"],
+        }
         alpha = (1 - policy["confidence"]) / 2
         metric_name = document["metric"]["name"]
         for folder in sorted(p for p in campaign.iterdir() if p.is_dir()):
@@ -103,7 +111,10 @@ def main() -> None:
                 low, high = np.exp(np.quantile(stat, [alpha, 1 - alpha]))
                 label = metric_name if quantity == "metric" else name
                 results[f"{campaign.name}/{folder.name}/{quantity}/{label}"] = [
-                    float(np.exp(x.mean())), float(low), float(high), n
+                    float(np.exp(x.mean())),
+                    float(low),
+                    float(high),
+                    n,
                 ]
     out.write_text(json.dumps(results))
 

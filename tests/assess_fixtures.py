@@ -112,8 +112,13 @@ def tables(
         for line, r in enumerate(a.runs, start=1):
             run_key = {**key, "side": r["side"], "repetition": r["repetition"]}
             rows["samples"].append(
-                {**run_key, "status": r["status"], "metric": r["metric"], "line": line,
-                 "order": r.get("order")}  # fmt: skip
+                {
+                    **run_key,
+                    "status": r["status"],
+                    "metric": r["metric"],
+                    "line": line,
+                    "order": r.get("order"),
+                }
             )
             for step, regions in r["breakdown"].items():
                 for region, seconds in regions.items():

@@ -270,13 +270,16 @@ def test_what_if_interval_key_recomputes_without_storing(store: Store) -> None:
     assert assess(store).recomputed == 0  # the frozen results are still the stored ones
 
 
-@pytest.mark.parametrize(("what_if", "message"), [
-    ({"colour": "red"}, "unknown policy field"),
-    ({"decision": "mean"}, "expected median or paired"),
-    ({"require_explanation": "maybe"}, "expected true or false"),
-    ({"min_improvement_pct": "nan"}, "finite"),
-    ({"min_pairs": "2"}, ">= 5"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("what_if", "message"),
+    [
+        ({"colour": "red"}, "unknown policy field"),
+        ({"decision": "mean"}, "expected median or paired"),
+        ({"require_explanation": "maybe"}, "expected true or false"),
+        ({"min_improvement_pct": "nan"}, "finite"),
+        ({"min_pairs": "2"}, ">= 5"),
+    ],
+)
 def test_bad_what_if(store: Store, what_if: dict[str, str], message: str) -> None:
     with pytest.raises(UsageError, match=message):
         assess(store, what_if=what_if)
@@ -328,14 +331,27 @@ def _runs(gain: float) -> list[dict[str, Any]]:
         for side, g in (("baseline", 1.0), ("candidate", gain)):
             d = float(rng.lognormal(0, 0.02))
             bd = {"s0": {"attn": round(g * d, 6), "ref": round(d, 6)}}
-            out.append({"side": side, "repetition": rep, "status": "ok",
-                        "metric": round(sum(bd["s0"].values()), 6), "breakdown": bd})  # fmt: skip
+            out.append(
+                {
+                    "side": side,
+                    "repetition": rep,
+                    "status": "ok",
+                    "metric": round(sum(bd["s0"].values()), 6),
+                    "breakdown": bd,
+                }
+            )
     return out
 
 
 def _attempt_doc(aid: str, declared: str | None = "2026-11-01T11:00:00Z") -> dict[str, Any]:
-    doc = {"attempt_id": aid, "round": int(aid[1:]), "candidate": "x", "baseline": "main",
-           "status": "completed", "started_at": "2026-11-01T12:00:00Z"}  # fmt: skip
+    doc = {
+        "attempt_id": aid,
+        "round": int(aid[1:]),
+        "candidate": "x",
+        "baseline": "main",
+        "status": "completed",
+        "started_at": "2026-11-01T12:00:00Z",
+    }
     if declared:
         doc["declared_at"] = declared
     return doc
@@ -371,9 +387,14 @@ def _break(folder: Path, how: str) -> None:
 
 @pytest.mark.parametrize(
     "how",
-    ["policy_digest_mismatch", "mechanism_digest_mismatch", "declared_after_start",
-     "mechanism_file_missing", "mechanism_digest_missing"],
-)  # fmt: skip
+    [
+        "policy_digest_mismatch",
+        "mechanism_digest_mismatch",
+        "declared_after_start",
+        "mechanism_file_missing",
+        "mechanism_digest_missing",
+    ],
+)
 def test_ingested_integrity_errors_block(tmp_path: Path, how: str) -> None:
     root = tmp_path / "attempts"
     _campaign_dir(root, "good")

@@ -229,8 +229,9 @@ def test_intervals_from_blocks_of_counts_are_the_same_bits(n: int) -> None:
     x[:, 9] = 0.0
     whole = paired_intervals(x, resamples=2000, seed=5, confidence=0.95)
     for rows in (1, 7, 1999):  # down to one resample per block
-        blocks = paired_intervals(x, resamples=2000, seed=5, confidence=0.95,
-                                  counts_bytes=8 * n * rows)  # fmt: skip
+        blocks = paired_intervals(
+            x, resamples=2000, seed=5, confidence=0.95, counts_bytes=8 * n * rows
+        )
         for name in ("estimate", "low", "high"):
             assert np.array_equal(getattr(blocks, name), getattr(whole, name)), (rows, name)
 
@@ -242,8 +243,9 @@ def test_explained_fraction_from_blocks_of_counts_agrees() -> None:
     d = rng.normal(1.0, 0.3, size=(300, 6))
     t = d + rng.normal(0.5, 0.3, size=(300, 6))
     whole = fraction_bounds(d, t, resamples=1500, seed=2, confidence=0.95)
-    blocks = fraction_bounds(d, t, resamples=1500, seed=2, confidence=0.95,
-                             counts_bytes=8 * 300 * 37)  # fmt: skip
+    blocks = fraction_bounds(
+        d, t, resamples=1500, seed=2, confidence=0.95, counts_bytes=8 * 300 * 37
+    )
     # plain floating-point products: equal to a few ulps (a block's shape may move the last bit)
     assert np.array_equal(blocks[2], whole[2])
     np.testing.assert_allclose(blocks[0], whole[0], rtol=1e-13)

@@ -66,12 +66,14 @@ def _with_region(attempts: Path, name: str) -> Path:
 def test_a_name_over_the_bound_is_rejected_with_a_short_message(
     tmp_path: Path, length: int, mode: list[str]
 ) -> None:
-    # today: the 4 MB name is accepted (after 26-35 s of key checks)
+    # before the fix: the 4 MB name is accepted (after 26-35 s of key checks)
     path = _with_region(tmp_path / "attempts", "x" * length)
     done = cli("ingest", str(tmp_path / "attempts"), "--store", str(tmp_path / "s"), *mode)
     assert done.returncode == 1
-    expected = (f'{path}:1: field "breakdown.s0": has a name of {length} characters, more '
-                f"than the limit of {MAX_NAME_LENGTH} (")  # fmt: skip
+    expected = (
+        f'{path}:1: field "breakdown.s0": has a name of {length} characters, more '
+        f"than the limit of {MAX_NAME_LENGTH} ("
+    )
     assert done.stderr.startswith(expected), done.stderr[:300]
     assert done.stderr.endswith(") [too_long]\n") and len(done.stderr) < 400
     assert "c1        ingested              1         0          0         1" in done.stdout
@@ -96,7 +98,7 @@ def test_the_probes_tell_apart_every_key(keys: list[bytes]) -> None:
 
 
 def test_the_probes_look_at_fewer_offsets_than_keys_however_long_the_keys() -> None:
-    # today: every offset of the longest key is tried (4 MB: 26-35 s); now only the offsets
+    # before the fix: every offset of the longest key is tried (4 MB: 26-35 s); now only the offsets
     # where sorted neighbours of a length first differ (at most one per key)
     long_keys = [b"r" * 2_000_000 + bytes([i]) + b"z" * 1_000 for i in range(60)]
     keys = [*long_keys, b"attention", b"mlp", b"x" * 4_000_000]
@@ -107,7 +109,7 @@ def test_the_probes_look_at_fewer_offsets_than_keys_however_long_the_keys() -> N
 
 # -- the error list of a file is capped ---------------------------------------------------------
 def test_the_errors_of_a_file_are_capped_and_the_other_attempts_kept(tmp_path: Path) -> None:
-    # today: one error line per problem of every line (1 M lines: 135 s, 1 GB, 269 MB of stderr)
+    # before the fix: one error line per problem of every line (1 M lines: 135 s, 1 GB, 269 MB of stderr)
     folder = write_example_campaign(tmp_path / "attempts", attempts=("r001", "r002"))
     path = folder / "r001" / "measurements.jsonl"
     path.write_text("{}\n" * 20_000)

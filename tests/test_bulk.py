@@ -99,8 +99,9 @@ LINES = st.builds(
 def test_bulk_accepts_only_files_the_precise_validator_accepts(
     docs: list[dict[str, Any]], style: int, layout: str
 ) -> None:
-    lines = [_text({**d, "repetition": d["repetition"]} if "repetition" in d else d, style)
-             for d in docs]  # fmt: skip
+    lines = [
+        _text({**d, "repetition": d["repetition"]} if "repetition" in d else d, style) for d in docs
+    ]
     if layout == "repeat" and lines:  # a key written twice
         lines[0] = lines[0][:-1] + ', "side": "candidate"}'
     if layout == "two-per-line" and len(lines) > 1:
@@ -181,10 +182,14 @@ VALID_FIRST = st.sampled_from(
     [
         BASE_RUN,
         {**BASE_RUN, "breakdown": {"a": 0.5, "b": 1e-3}, "counters": {}},
-        {**BASE_RUN, "order": 1, "started_at": "2026-11-01T12:00:00Z",
-         "finished_at": "2026-11-01T12:00:01.5+02:00"},
+        {
+            **BASE_RUN,
+            "order": 1,
+            "started_at": "2026-11-01T12:00:00Z",
+            "finished_at": "2026-11-01T12:00:01.5+02:00",
+        },
     ]
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -218,8 +223,11 @@ def test_lines_of_one_shape_are_read_as_the_precise_validator_reads_them(
         lines[-1] = lines[-1].replace('"side"', '"\\u0073ide"')
     elif change in ("missing", "extra"):
         key = next(iter(last), "")
-        last = {k: v for k, v in last.items() if k != key} if change == "missing" else {
-            **last, "extra": 1}  # fmt: skip
+        last = (
+            {k: v for k, v in last.items() if k != key}
+            if change == "missing"
+            else {**last, "extra": 1}
+        )
         lines[-1] = _text(last, style)
     _same_as_precise(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
 
@@ -247,7 +255,7 @@ def test_the_columnar_reader_takes_files_of_one_shape_and_leaves_the_others() ->
     ]
     swapped_keys = "\n".join(
         _line(b).replace('"repetition":0', f'"repetition":{i}') for i, b in enumerate(swapped)
-    )  # fmt: skip
+    )
     odd_quotes = one_shape.replace(
         '"side":"baseline","repetition":1', '"side":"baseline,"repetition":1'
     )
@@ -264,15 +272,32 @@ def test_the_columnar_reader_takes_files_of_one_shape_and_leaves_the_others() ->
 # Decimal texts whose nearest float is hard to find: halfway cases between two floats, the
 # largest and smallest (subnormal) floats, integers beyond 2^53, many digits, underflow to 0.
 HARD_NUMBERS = [
-    "9007199254740993", "9007199254740993.0", "9007199254740995", "2.2250738585072011e-308",
-    "2.2250738585072012e-308", "4.9e-324", "2.4703282292062327e-324",
-    "2.4703282292062328e-324", "1e-400", "1.7976931348623157e308", "1.7976931348623158e308",
-    "0.1", "1e23", "8.988465674311579e307", "123456789012345678901234567890",
-    "0.30000000000000004441", "7.2057594037927933e16", "3.0000000000000000000000000000001",
-    "1" + "0" * 300, "0." + "0" * 320 + "1",
+    "9007199254740993",
+    "9007199254740993.0",
+    "9007199254740995",
+    "2.2250738585072011e-308",
+    "2.2250738585072012e-308",
+    "4.9e-324",
+    "2.4703282292062327e-324",
+    "2.4703282292062328e-324",
+    "1e-400",
+    "1.7976931348623157e308",
+    "1.7976931348623158e308",
+    "0.1",
+    "1e23",
+    "8.988465674311579e307",
+    "123456789012345678901234567890",
+    "0.30000000000000004441",
+    "7.2057594037927933e16",
+    "3.0000000000000000000000000000001",
+    "1" + "0" * 300,
+    "0." + "0" * 320 + "1",
     "1.00000000000000011102230246251565404236316680908203125",
-    "1.000000000000000111022302462515654042363166809082031250000001", "0E0", "0e+00", "0.0E-5",
-]  # fmt: skip
+    "1.000000000000000111022302462515654042363166809082031250000001",
+    "0E0",
+    "0e+00",
+    "0.0E-5",
+]
 
 
 def test_numbers_are_read_to_the_bits_of_python_float() -> None:

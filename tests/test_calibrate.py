@@ -27,20 +27,23 @@ from pipeline.study.simulate import (
     write_simulated_campaign,
 )
 
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
+
 FAST = Model(resamples=1000)
 REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def study() -> Calibration:
-    return calibrate(attempts=200, seed=5, repetitions=(3, 10), noises=("lognormal",),
-                     model=FAST, progress=False)  # fmt: skip
+    return calibrate(
+        attempts=200, seed=5, repetitions=(3, 10), noises=("lognormal",), model=FAST, progress=False
+    )
 
 
 def _row(result: Calibration, reps: int, method: str = "percentile") -> dict:
-    return result.rows.filter(
-        (pl.col("repetitions") == reps) & (pl.col("method") == method)
-    ).row(0, named=True)
+    return result.rows.filter((pl.col("repetitions") == reps) & (pl.col("method") == method)).row(
+        0, named=True
+    )
 
 
 def test_expected_shape(study: Calibration) -> None:
@@ -76,14 +79,16 @@ def test_expected_shape(study: Calibration) -> None:
 
 def test_position_effect_is_flagged_and_balanced_away() -> None:
     model = Model(resamples=300, position_effect_pct=3)
-    result = calibrate(attempts=150, seed=2, repetitions=(20,), noises=("lognormal",),
-                       model=model, progress=False)  # fmt: skip
+    result = calibrate(
+        attempts=150, seed=2, repetitions=(20,), noises=("lognormal",), model=model, progress=False
+    )
     row = _row(result, 20)
     assert row["aa_order_flagged"] > 0.7  # a power calculation gives about 85%
     assert abs(row["aa_estimate_bias_pct"]) < 0.2  # an even pair count cancels it
 
 
 # -- a plain reference implementation of contract §4.2, §5 and §6 for this model ---------------
+
 
 def _interval(x: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """x (n, Q) -> low, high of contract §4.2, one resample at a time (no count matrix)."""
@@ -105,10 +110,12 @@ def _reference_counts(
     low, high = _interval(np.log(metric[:, :, 0] / metric[:, :, 1]).T, model.resamples, 0)
     # attention normalized by the reference region sampling, step by step (contract §4.3)
     normalized = (runs.seconds[..., 0] / runs.seconds[..., 2]).mean(axis=3)
-    attention_low, _ = _interval(np.log(normalized[:, :, 0] / normalized[:, :, 1]).T,
-                                 model.resamples, 0)
-    dram_low, _ = _interval(np.log(runs.dram_bytes[:, :, 0] / runs.dram_bytes[:, :, 1]).T,
-                            model.resamples, 0)
+    attention_low, _ = _interval(
+        np.log(normalized[:, :, 0] / normalized[:, :, 1]).T, model.resamples, 0
+    )
+    dram_low, _ = _interval(
+        np.log(runs.dram_bytes[:, :, 0] / runs.dram_bytes[:, :, 1]).T, model.resamples, 0
+    )
     enough = reps >= model.min_pairs
     paired_pass = enough & (low > 1) & (low >= 1 + model.min_improvement_pct / 100)
     explained = enough & (attention_low > 1) & (dram_low > 1)
@@ -123,12 +130,16 @@ def _reference_counts(
 
 
 @pytest.mark.parametrize(("scenario", "reps"), [("aa", 5), ("gain", 5), ("aa", 3)])
-def test_assess_counts_match_the_reference(
-    tmp_path: Path, scenario: Scenario, reps: int
-) -> None:
+def test_assess_counts_match_the_reference(tmp_path: Path, scenario: Scenario, reps: int) -> None:
     model = Model(resamples=300)
-    simulate(tmp_path / "in", scenarios=(scenario,), repetitions=(reps,), attempts=60, seed=2,
-             model=model)
+    simulate(
+        tmp_path / "in",
+        scenarios=(scenario,),
+        repetitions=(reps,),
+        attempts=60,
+        seed=2,
+        model=model,
+    )
     store = Store(tmp_path / "store")
     ingest(tmp_path / "in", store)
     got = count_rules(assess(store, write=False).assessments).row(0, named=True)
@@ -138,8 +149,7 @@ def test_assess_counts_match_the_reference(
 
 def test_coverage_by_bootstrap_equals_assess_where_both_exist(tmp_path: Path) -> None:
     model = Model(resamples=400)
-    simulate(tmp_path / "in", scenarios=("aa",), repetitions=(5,), attempts=40, seed=4,
-             model=model)
+    simulate(tmp_path / "in", scenarios=("aa",), repetitions=(5,), attempts=40, seed=4, model=model)
     store = Store(tmp_path / "store")
     ingest(tmp_path / "in", store)
     assessments = assess(store, write=False).assessments.sort("attempt_id")
@@ -156,15 +166,25 @@ def test_one_assessment_gives_the_paired_plus_explanation_verdict(tmp_path: Path
     """calibrate reads 'paired + require_explanation' as paired PASS and explained; assess's own
     what-if under that policy must agree attempt by attempt, including PASS the gate rewrites."""
     model = Model(resamples=300, gain_factor=0.7, sigma_dram=0.2)
-    simulate(tmp_path / "in", scenarios=("aa", "gain"), repetitions=(5,), attempts=30, seed=9,
-             model=model)
+    simulate(
+        tmp_path / "in",
+        scenarios=("aa", "gain"),
+        repetitions=(5,),
+        attempts=30,
+        seed=9,
+        model=model,
+    )
     store = Store(tmp_path / "store")
     ingest(tmp_path / "in", store)
     frozen = assess(store, write=False).assessments
-    what_if = assess(store, write=False,
-                     what_if={"decision": "paired", "require_explanation": "true"}).assessments
-    joined = frozen.join(what_if.select("campaign_id", "attempt_id", "verdict"),
-                         on=["campaign_id", "attempt_id"], suffix="_what_if")
+    what_if = assess(
+        store, write=False, what_if={"decision": "paired", "require_explanation": "true"}
+    ).assessments
+    joined = frozen.join(
+        what_if.select("campaign_id", "attempt_id", "verdict"),
+        on=["campaign_id", "attempt_id"],
+        suffix="_what_if",
+    )
     shortcut = (joined["paired_verdict"] == "PASS") & (joined["explanation"] == "explained")
     assert (shortcut == (joined["verdict_what_if"] == "PASS")).all()
     # both kinds of paired PASS occur, so the gate was exercised both ways
@@ -175,18 +195,21 @@ def test_one_assessment_gives_the_paired_plus_explanation_verdict(tmp_path: Path
 
 # -- the tables calibrate builds are ingest's tables -------------------------------------------
 
+
 def test_campaign_tables_equal_what_ingest_makes_of_the_files(tmp_path: Path) -> None:
     model = Model(resamples=200, position_effect_pct=3)
-    options = {"attempts": 7, "seed": 3, "model": model, "noise": "outliers",
-               "order": "balanced"}  # fmt: skip
+    options = {"attempts": 7, "seed": 3, "model": model, "noise": "outliers", "order": "balanced"}
     write_simulated_campaign(tmp_path / "in", "elsewhere", 5, **options)  # type: ignore[arg-type]
     store = Store(tmp_path / "s")
     ingest(tmp_path / "in", store)
     built = campaign_tables("elsewhere", 5, **options)  # type: ignore[arg-type]
     for name, frame in built.items():
         stored = store.read(name)
-        key = [k for k in stored.columns if k in ("attempt_id", "side", "repetition", "step",
-                                                  "region", "counter", "position")]  # fmt: skip
+        key = [
+            k
+            for k in stored.columns
+            if k in ("attempt_id", "side", "repetition", "step", "region", "counter", "position")
+        ]
         # these two name the input files, which calibrate never writes
         drop = [c for c in ("inputs_sha256", "source_dir") if c in stored.columns]
         assert stored.drop(drop).sort(key).equals(frame.drop(drop).sort(key)), name
@@ -194,6 +217,7 @@ def test_campaign_tables_equal_what_ingest_makes_of_the_files(tmp_path: Path) ->
 
 
 # -- output --------------------------------------------------------------------------------------
+
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     with pytest.raises(SystemExit) as exit_info:
@@ -204,8 +228,17 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return captured.out
 
 
-SMALL = ["calibrate", "--attempts", "12", "--repetitions", "3,5", "--resamples", "200",
-         "--noise", "lognormal,outliers"]  # fmt: skip
+SMALL = [
+    "calibrate",
+    "--attempts",
+    "12",
+    "--repetitions",
+    "3,5",
+    "--resamples",
+    "200",
+    "--noise",
+    "lognormal,outliers",
+]
 
 
 def test_same_seed_gives_byte_identical_output(capsys: pytest.CaptureFixture[str]) -> None:
@@ -217,7 +250,9 @@ def test_same_seed_gives_byte_identical_output(capsys: pytest.CaptureFixture[str
     assert document["model"]["resamples"] == 200
     assert document["noises"] == ["lognormal", "outliers"]
     assert [(r["noise"], r["repetitions"], r["method"]) for r in document["rows"]] == [
-        (n, r, m) for n in ("lognormal", "outliers") for r in (3, 5)
+        (n, r, m)
+        for n in ("lognormal", "outliers")
+        for r in (3, 5)
         for m in ("percentile", "expanded_percentile", "student_t")
     ]
     assert document["rows"] != different["rows"]
@@ -227,8 +262,12 @@ def test_the_small_run_in_the_docs_is_reproduced_byte_for_byte(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     text = (REPO / "docs" / "calibration.md").read_text(encoding="utf-8")
-    found = re.search(r"<!-- small-run -->\n```\nexplain-pipeline (calibrate[^\n]*)\n```\n\n"
-                      r"[^\n]*\n\n```\n(.*?)```", text, re.S)  # fmt: skip
+    found = re.search(
+        r"<!-- small-run -->\n```\nexplain-pipeline (calibrate[^\n]*)\n```\n\n"
+        r"[^\n]*\n\n```\n(.*?)```",
+        text,
+        re.S,
+    )
     assert found, "docs/calibration.md lost its small reproducible run"
     argv, expected = found.group(1).split(), found.group(2)
     assert _cli(argv, capsys) == expected
@@ -252,8 +291,13 @@ def test_table_and_csv_render_the_same_rates(study: Calibration) -> None:
 
 
 def test_progress_bar_goes_to_stderr_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
-    result = calibrate(attempts=2, repetitions=(5,), noises=("lognormal",),
-                       model=Model(resamples=50), progress=True)  # fmt: skip
+    result = calibrate(
+        attempts=2,
+        repetitions=(5,),
+        noises=("lognormal",),
+        model=Model(resamples=50),
+        progress=True,
+    )
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "calibrate" in captured.err and "6/6" in captured.err

@@ -32,13 +32,19 @@ EXPS = [
 
 def _attempts(cid: str) -> list[Attempt]:
     """r1 gains (attn halves, launches fall: that expectation is contradicted); r2 no change."""
-    gain = [run("baseline", r, 2.0, breakdown={"attn": 1.0, "ref": 1.0},
-                counters={"launches": 10}) for r in range(6)]  # fmt: skip
-    gain += [run("candidate", r, 1.5, breakdown={"attn": 0.5, "ref": 1.0},
-                 counters={"launches": 8}) for r in range(6)]  # fmt: skip
+    gain = [
+        run("baseline", r, 2.0, breakdown={"attn": 1.0, "ref": 1.0}, counters={"launches": 10})
+        for r in range(6)
+    ]
+    gain += [
+        run("candidate", r, 1.5, breakdown={"attn": 0.5, "ref": 1.0}, counters={"launches": 8})
+        for r in range(6)
+    ]
     same = [run(side, r, 2.0) for r in range(6) for side in ("baseline", "candidate")]
-    return [Attempt(cid, "r1", 1, gain, EXPS, candidate=ODD),
-            Attempt(cid, "r2", 2, same, candidate="same\x01code")]  # fmt: skip
+    return [
+        Attempt(cid, "r1", 1, gain, EXPS, candidate=ODD),
+        Attempt(cid, "r2", 2, same, candidate="same\x01code"),
+    ]
 
 
 @pytest.fixture
@@ -90,8 +96,9 @@ def test_markdown_table_shows_the_text_tables_rows_and_the_exact_names(
 ) -> None:
     code, text, _ = cli(["assess", "c", "--store", str(store)], capsys)
     assert code == 0
-    code, markdown, err = cli(["assess", "c", "--store", str(store), "--format", "markdown"],
-                              capsys)  # fmt: skip
+    code, markdown, err = cli(
+        ["assess", "c", "--store", str(store), "--format", "markdown"], capsys
+    )
     assert (code, err) == (0, "")
     rows = table_rows(markdown, "| round |")
     headers = re.split(r"\s{2,}", text.splitlines()[1].strip())
@@ -111,15 +118,17 @@ def test_markdown_table_shows_the_text_tables_rows_and_the_exact_names(
 def test_markdown_lists_each_quantity_with_its_declared_outcome(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, markdown, _ = cli(["assess", "c", "--store", str(store), "--format", "markdown"],
-                            capsys)  # fmt: skip
+    code, markdown, _ = cli(["assess", "c", "--store", str(store), "--format", "markdown"], capsys)
     assert code == 0
     details = markdown.split("<details>")[1]
     rows = table_rows(details, "| quantity |")
     by_name = {(r[0], r[1]): r for r in rows[1:]}
     assert by_name[("metric", "e2e_seconds")][4] == "improved"
-    assert by_name[("region_normalized", "attn")][3:] == ["2.0000 [2.0000, 2.0000]", "decrease",
-                                                          "decrease: confirmed"]  # fmt: skip
+    assert by_name[("region_normalized", "attn")][3:] == [
+        "2.0000 [2.0000, 2.0000]",
+        "decrease",
+        "decrease: confirmed",
+    ]
     assert by_name[("counter", "launches")][5] == "increase: contradicted"
     assert by_name[("region", "ref")][5] == "unchanged: assumed"
     # a declared region that never appears has no comparison: listed under the table
@@ -129,8 +138,7 @@ def test_markdown_lists_each_quantity_with_its_declared_outcome(
 def test_markdown_of_a_blocked_campaign_lists_its_integrity_errors(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, markdown, _ = cli(["assess", "b", "--store", str(store), "--format", "markdown"],
-                            capsys)  # fmt: skip
+    code, markdown, _ = cli(["assess", "b", "--store", str(store), "--format", "markdown"], capsys)
     assert code == 3
     assert markdown.startswith("### campaign b: BLOCKED by 1 integrity error(s)")
     assert "- attempt r1: \\[mechanism\\_digest\\_mismatch\\]" in markdown
@@ -157,9 +165,14 @@ def test_junit_has_a_case_per_attempt_and_expectation(
 
     cases = suites["c"].findall("testcase")
     names = [(t.get("classname"), t.get("name")) for t in cases]
-    assert names == [("c", f"r1 {ODD}"), ("c.r1", "region attn decrease"),
-                     ("c.r1", "region ref unchanged"), ("c.r1", "counter launches increase"),
-                     ("c.r1", "region gone decrease"), ("c", "r2 same\\x01code")]  # fmt: skip
+    assert names == [
+        ("c", f"r1 {ODD}"),
+        ("c.r1", "region attn decrease"),
+        ("c.r1", "region ref unchanged"),
+        ("c.r1", "counter launches increase"),
+        ("c.r1", "region gone decrease"),
+        ("c", "r2 same\\x01code"),
+    ]
     failures = {t.get("name"): f for t in cases if (f := t.find("failure")) is not None}
     assert set(failures) == {"counter launches increase", "r2 same\\x01code"}
     r2 = failures["r2 same\\x01code"]
@@ -181,24 +194,42 @@ def test_junit_counts_agree_with_the_verdicts(
 ) -> None:
     """The attempt cases against the json output: failure exactly where the verdict is not PASS."""
     report = tmp_path / "v.xml"
-    code, out, _ = cli(["assess", "c", "--store", str(store), "--format", "json", "--junit",
-                        str(report)], capsys)  # fmt: skip
+    code, out, _ = cli(
+        ["assess", "c", "--store", str(store), "--format", "json", "--junit", str(report)], capsys
+    )
     assert code == 0
     attempts = json.loads(out)["campaigns"][0]["attempts"]
-    verdicts = {f"{a['attempt_id']} {a['candidate']}".replace("\x01", "\\x01"): a["verdict"]
-                for a in attempts}  # fmt: skip
-    cases = {t.get("name"): t for t in ET.parse(report).getroot().iter("testcase")
-             if t.get("classname") == "c"}  # fmt: skip
+    verdicts = {
+        f"{a['attempt_id']} {a['candidate']}".replace("\x01", "\\x01"): a["verdict"]
+        for a in attempts
+    }
+    cases = {
+        t.get("name"): t
+        for t in ET.parse(report).getroot().iter("testcase")
+        if t.get("classname") == "c"
+    }
     assert set(cases) == set(verdicts)
     assert {n: t.find("failure") is None for n, t in cases.items()} == {
         n: v == "PASS" for n, v in verdicts.items()
     }
 
 
-def test_junit_refuses_a_what_if(store: Path, tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    code, _, err = cli(["assess", "c", "--store", str(store), "--what-if", "decision=paired",
-                        "--junit", str(tmp_path / "x.xml")], capsys)  # fmt: skip
+def test_junit_refuses_a_what_if(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = cli(
+        [
+            "assess",
+            "c",
+            "--store",
+            str(store),
+            "--what-if",
+            "decision=paired",
+            "--junit",
+            str(tmp_path / "x.xml"),
+        ],
+        capsys,
+    )
     assert code == 2
     assert err == "error: --junit reports the frozen policy's verdicts: drop --what-if\n"
     assert not (tmp_path / "x.xml").exists()
@@ -216,9 +247,13 @@ def test_github_actions_summary_and_annotations(store: Path, tmp_path: Path) -> 
     done = _github(["assess", "c", "--store", str(store)], summary)
     assert done.returncode == 0, done.stderr
     outside = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
-    plain = subprocess.run([*EXPLAIN, "assess", "c", "--store", str(store), "--format",
-                            "markdown"], capture_output=True, text=True, cwd=ROOT,
-                           env=outside)  # fmt: skip
+    plain = subprocess.run(
+        [*EXPLAIN, "assess", "c", "--store", str(store), "--format", "markdown"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=outside,
+    )
     assert plain.stdout.startswith("### campaign c")
     assert "::" not in plain.stdout  # outside GitHub Actions: no workflow command
     assert summary.read_text() == "earlier step\n" + plain.stdout  # appended, not replaced
@@ -247,8 +282,9 @@ def test_github_annotations_leave_json_on_stdout_alone(store: Path, tmp_path: Pa
 
 
 def test_github_gate_annotates_the_gated_attempt(store: Path, tmp_path: Path) -> None:
-    done = _github(["assess", "c", "--store", str(store), "--gate", "--attempt", "r1"],
-                   tmp_path / "s.md")  # fmt: skip
+    done = _github(
+        ["assess", "c", "--store", str(store), "--gate", "--attempt", "r1"], tmp_path / "s.md"
+    )
     assert done.returncode == 0
     notices = [ln for ln in done.stderr.splitlines() if ln.startswith("::")]
     assert len(notices) == 1
@@ -267,9 +303,22 @@ def test_ab_in_github_actions_writes_junit_summary_and_annotation(tmp_path: Path
     )
     summary, report = tmp_path / "summary.md", tmp_path / "ab.xml"
     python = sys.executable
-    done = _github(["ab", f"{python} {script} 0.2", f"{python} {script} 0.1", "-n", "5",
-                    "--warmup", "0", "--junit", str(report), "--format", "markdown"],
-                   summary)  # fmt: skip
+    done = _github(
+        [
+            "ab",
+            f"{python} {script} 0.2",
+            f"{python} {script} 0.1",
+            "-n",
+            "5",
+            "--warmup",
+            "0",
+            "--junit",
+            str(report),
+            "--format",
+            "markdown",
+        ],
+        summary,
+    )
     assert done.returncode == 0, done.stderr
     markdown = done.stdout
     assert unescape(markdown).startswith(f"**A (baseline):** {python} {script} 0.2\n")
@@ -283,19 +332,35 @@ def test_ab_in_github_actions_writes_junit_summary_and_annotation(tmp_path: Path
     assert [(c.get("classname"), c.find("failure")) for c in cases] == [("ab", None)]
 
 
-def test_campaign_final_markdown_and_junit(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_campaign_final_markdown_and_junit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "llama-decode-2026-11"
     shutil.copytree(ROOT / "data" / "attempts" / "llama-decode-2026-11", folder)
     report = tmp_path / "final.xml"
-    code, out, _ = cli(["campaign", "final", str(folder), "--store", str(tmp_path / "s"),
-                        "--format", "markdown", "--junit", str(report)], capsys)  # fmt: skip
+    code, out, _ = cli(
+        [
+            "campaign",
+            "final",
+            str(folder),
+            "--store",
+            str(tmp_path / "s"),
+            "--format",
+            "markdown",
+            "--junit",
+            str(report),
+        ],
+        capsys,
+    )
     assert code == 0
     rows = table_rows(out, "| round |")
     assert [r[1] for r in rows[1:]] == [f"r00{i}" for i in range(1, 8)]
     assert out.endswith("**best attempt:** r001 (round 1, candidate fused-mlp-gemm): PASS\n")
-    attempts = [c for c in ET.parse(report).getroot().iter("testcase")
-                if c.get("classname") == "llama-decode-2026-11"]  # fmt: skip
+    attempts = [
+        c
+        for c in ET.parse(report).getroot().iter("testcase")
+        if c.get("classname") == "llama-decode-2026-11"
+    ]
     failed = [c.get("name") for c in attempts if c.find("failure") is not None]
     assert failed == [r[1] + " " + r[2] for r in rows[1:] if r[8] != "PASS"]
 
@@ -312,11 +377,22 @@ def test_attempts_rejected_at_ingest_are_named_in_every_ci_format(tmp_path: Path
     lines[2] = json.dumps({**json.loads(lines[2]), "metric": -1})
     measurements.write_text("\n".join(lines) + "\n")
     report, summary = tmp_path / "final.xml", tmp_path / "summary.md"
-    done = _github(["campaign", "final", str(folder), "--store", str(tmp_path / "store"),
-                    "--format", "markdown", "--junit", str(report)], summary)  # fmt: skip
+    done = _github(
+        [
+            "campaign",
+            "final",
+            str(folder),
+            "--store",
+            str(tmp_path / "store"),
+            "--format",
+            "markdown",
+            "--junit",
+            str(report),
+        ],
+        summary,
+    )
     assert done.returncode == 1, done.stderr
-    issue = (f"{measurements}:3: field \"metric\": must be > 0 for an ok run, got -1 "
-             "[not_positive]")  # fmt: skip
+    issue = f'{measurements}:3: field "metric": must be > 0 for an ok run, got -1 [not_positive]'
     assert "**Rejected at ingest, not assessed:** r002 (fix the files and ingest again)" in (
         done.stdout
     )

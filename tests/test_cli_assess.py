@@ -55,14 +55,45 @@ def test_table_rows(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, err) == (0, "")
     lines = out.splitlines()
     assert lines[0] == "campaign c: decision=median require_explanation=false"
-    assert cells(lines[1]) == ["round", "attempt", "candidate", "pairs", "median %",
-                               "paired [low, high]", "share", "explanation", "verdict",
-                               "eligible", "best"]  # fmt: skip
+    assert cells(lines[1]) == [
+        "round",
+        "attempt",
+        "candidate",
+        "pairs",
+        "median %",
+        "paired [low, high]",
+        "share",
+        "explanation",
+        "verdict",
+        "eligible",
+        "best",
+    ]
     # 2.0 -> 1.5: +25 %, ratio 4/3 in every pair; share 0.5 -> 2/3; attn/ref 1 -> 0.5
-    assert cells(lines[2]) == ["1", "r1", "cand-r1", "6", "+25.00", "1.3333 [1.3333, 1.3333]",
-                               "1.3333", "explained", "PASS", "yes", "*"]  # fmt: skip
-    assert cells(lines[3]) == ["2", "r2", "cand-r2", "6", "+0.00", "1.0000 [1.0000, 1.0000]",
-                               "-", "not_declared", "FAIL (not_improved)", "no"]  # fmt: skip
+    assert cells(lines[2]) == [
+        "1",
+        "r1",
+        "cand-r1",
+        "6",
+        "+25.00",
+        "1.3333 [1.3333, 1.3333]",
+        "1.3333",
+        "explained",
+        "PASS",
+        "yes",
+        "*",
+    ]
+    assert cells(lines[3]) == [
+        "2",
+        "r2",
+        "cand-r2",
+        "6",
+        "+0.00",
+        "1.0000 [1.0000, 1.0000]",
+        "-",
+        "not_declared",
+        "FAIL (not_improved)",
+        "no",
+    ]
 
 
 def test_blocked_campaign_lists_errors_and_exits_3(
@@ -142,15 +173,22 @@ def test_what_if_is_labelled_counted_and_not_stored(
     assert {p: p.stat().st_mtime_ns for p in (store / "assessments").rglob("*.parquet")} == files
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["assess", "zzz"], "error: unknown campaign 'zzz' (the store {store} has: b, c)"),
-    (["assess"], "error: give one CAMPAIGN_ID or --all"),
-    (["assess", "c", "--all"], "error: give one CAMPAIGN_ID or --all"),
-    (["assess", "c", "--what-if", "decision"],
-     "error: --what-if 'decision': expected KEY=VALUE, e.g. decision=paired"),
-    (["assess", "c", "--what-if", "decision=best"],
-     "error: --what-if decision=best: expected median or paired"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["assess", "zzz"], "error: unknown campaign 'zzz' (the store {store} has: b, c)"),
+        (["assess"], "error: give one CAMPAIGN_ID or --all"),
+        (["assess", "c", "--all"], "error: give one CAMPAIGN_ID or --all"),
+        (
+            ["assess", "c", "--what-if", "decision"],
+            "error: --what-if 'decision': expected KEY=VALUE, e.g. decision=paired",
+        ),
+        (
+            ["assess", "c", "--what-if", "decision=best"],
+            "error: --what-if decision=best: expected median or paired",
+        ),
+    ],
+)
 def test_usage_errors_exit_2(
     store: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
@@ -198,8 +236,16 @@ def test_named_queries_over_the_output_tables(store: Path) -> None:
 
 
 def test_what_if_json_shows_both_verdicts(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["assess", "c", "--store", str(store), "--format", "json", "--what-if",
-            "min_improvement_pct=30"]  # fmt: skip
+    args = [
+        "assess",
+        "c",
+        "--store",
+        str(store),
+        "--format",
+        "json",
+        "--what-if",
+        "min_improvement_pct=30",
+    ]
     code, out, _ = cli(args, capsys)
     doc = json.loads(out)
     assert doc["what_if"] == {"min_improvement_pct": "30"} and doc["verdicts_changed"] == 1
@@ -231,5 +277,6 @@ def test_order_bias_is_shown_under_the_table(
     code, out, err = cli(["assess", "c", "--store", str(s.root)], capsys)
     assert code == 0, err
     warning = next(line for line in out.splitlines() if line.startswith("ORDER BIAS"))
-    assert warning.startswith("ORDER BIAS r1: pairs run baseline first differ from the others "
-                              "by x0.94")  # fmt: skip
+    assert warning.startswith(
+        "ORDER BIAS r1: pairs run baseline first differ from the others by x0.94"
+    )

@@ -58,10 +58,23 @@ def test_query_output_dash_is_stdout(
 def test_query_parquet_to_stdout_is_readable(store: Path, tmp_path: Path) -> None:
     sql = "SELECT campaign_id, attempt_id, verdict FROM assessments ORDER BY 1, 2"
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "query", sql, "--format", "parquet", "-o", "-",
-         "--store", str(store)],
-        capture_output=True, check=False, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "query",
+            sql,
+            "--format",
+            "parquet",
+            "-o",
+            "-",
+            "--store",
+            str(store),
+        ],
+        capture_output=True,
+        check=False,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     frame = pl.read_parquet(io.BytesIO(done.stdout))
     assert frame.select("campaign_id", "attempt_id").rows() == [
@@ -122,13 +135,20 @@ def test_gate_passes_and_fails_on_the_gated_attempts_final_verdict(
     assert code == (0 if verdicts["r002"] == "PASS" else 5)
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--gate", "--attempt", "r009"],
-     "--attempt 'r009': no such attempt in campaign 'c1' (latest attempts: r001, r002)"),
-    (["--attempt", "r001"], "--attempt is the attempt --gate decides on: give --gate too"),
-    (["--gate", "--what-if", "decision=paired"],
-     "--gate needs one CAMPAIGN_ID and the frozen policy (no --all, --what-if)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--gate", "--attempt", "r009"],
+            "--attempt 'r009': no such attempt in campaign 'c1' (latest attempts: r001, r002)",
+        ),
+        (["--attempt", "r001"], "--attempt is the attempt --gate decides on: give --gate too"),
+        (
+            ["--gate", "--what-if", "decision=paired"],
+            "--gate needs one CAMPAIGN_ID and the frozen policy (no --all, --what-if)",
+        ),
+    ],
+)
 def test_gate_usage_errors(
     store: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:
@@ -182,11 +202,22 @@ def test_what_if_seed_is_the_bootstrap_seed(capsys: pytest.CaptureFixture[str]) 
 def test_report_all_shared_plotly(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = cli(["report", "--all", "--shared-plotly", "-o", str(tmp_path / "shared"),
-                        "--store", str(store)], capsys)  # fmt: skip
+    code, _, err = cli(
+        [
+            "report",
+            "--all",
+            "--shared-plotly",
+            "-o",
+            str(tmp_path / "shared"),
+            "--store",
+            str(store),
+        ],
+        capsys,
+    )
     assert (code, err) == (0, "")
-    code, _, _ = cli(["report", "--all", "-o", str(tmp_path / "inline"), "--store", str(store)],
-                     capsys)  # fmt: skip
+    code, _, _ = cli(
+        ["report", "--all", "-o", str(tmp_path / "inline"), "--store", str(store)], capsys
+    )
     script = f"plotly-{plotly.__version__}.min.js"
     assert (tmp_path / "shared" / script).read_text(encoding="utf-8") == get_plotlyjs()
     bundle = len(get_plotlyjs())
@@ -197,8 +228,10 @@ def test_report_all_shared_plotly(
         assert len(shared) < bundle < len(inline)
     assert not list((tmp_path / "inline").glob("plotly-*.js"))
     code, _, err = cli(["report", "c1", "--shared-plotly", "--store", str(store)], capsys)
-    assert (code, err) == (2, "error: --shared-plotly needs --all (a single page carries "
-                              "plotly.js itself)\n")  # fmt: skip
+    assert (code, err) == (
+        2,
+        "error: --shared-plotly needs --all (a single page carries plotly.js itself)\n",
+    )
 
 
 # -- report -o: a file with a campaign id, a folder with --all ---------------------------------
@@ -219,9 +252,11 @@ def test_report_all_refuses_an_html_name_and_suggests_the_folder(
     code, out, err = cli(["report", "--all", "--store", str(store), "-o", str(target)], capsys)
     stem = target.with_suffix("")
     assert (code, out) == (2, "")
-    assert err == (f"error: -o {target}: with --all, -o is a folder (index.html and one page per "
-                   f"campaign go into it); give a folder, e.g. -o {stem}/, or one campaign: "
-                   f"report CAMPAIGN_ID -o {target}\n")  # fmt: skip
+    assert err == (
+        f"error: -o {target}: with --all, -o is a folder (index.html and one page per "
+        f"campaign go into it); give a folder, e.g. -o {stem}/, or one campaign: "
+        f"report CAMPAIGN_ID -o {target}\n"
+    )
     assert list(tmp_path.iterdir()) == []  # no folder called report.html/
 
 
@@ -251,13 +286,16 @@ def test_import_output_creates_missing_parent_folders(
 
 
 # -- one error style -----------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [
-    ["assess", "--bogus"],                     # click: unknown option
-    ["assess", "c1", "--format", "xml"],       # click: bad choice
-    ["round"],                                 # click: missing argument
-    ["report"],                                # the tool: neither CAMPAIGN_ID nor --all
-    ["assess", "c1", "--attempt", "r1"],       # the tool: --attempt without --gate
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["assess", "--bogus"],  # click: unknown option
+        ["assess", "c1", "--format", "xml"],  # click: bad choice
+        ["round"],  # click: missing argument
+        ["report"],  # the tool: neither CAMPAIGN_ID nor --all
+        ["assess", "c1", "--attempt", "r1"],  # the tool: --attempt without --gate
+    ],
+)
 def test_click_and_the_tool_write_errors_alike(
     args: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

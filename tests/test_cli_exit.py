@@ -31,8 +31,9 @@ def test_output_to_a_file_is_flushed(tmp_path: Path) -> None:
     [line] = out.read_text().splitlines()
     assert (json.loads(line)["side"], json.loads(line)["repetition"]) == ("baseline", 0)
     with out.open("w") as stdout, err.open("w") as stderr:
-        usage = subprocess.run([str(CLI), "assess", "--bogus"], stdout=stdout, stderr=stderr,
-                               env=BUFFERED)  # fmt: skip
+        usage = subprocess.run(
+            [str(CLI), "assess", "--bogus"], stdout=stdout, stderr=stderr, env=BUFFERED
+        )
     assert usage.returncode == 2
     assert err.read_text().endswith("\n\nerror: No such option '--bogus'.\n")
 
@@ -62,8 +63,12 @@ def test_exit_status_is_pythons(argument: str) -> None:
         [sys.executable, "-c", f"import sys; sys.exit({argument})"], capture_output=True, text=True
     )
     ours = subprocess.run(
-        [sys.executable, "-c",
-         f"import os; from pipeline.cli import _exit_status; os._exit(_exit_status({argument}))"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            f"import os; from pipeline.cli import _exit_status; os._exit(_exit_status({argument}))",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert (ours.returncode, ours.stderr) == (reference.returncode, reference.stderr)

@@ -11,8 +11,19 @@ import pytest
 from pipeline.cli import cli, main
 from pipeline.errors import EXIT_CODES_HELP
 
-EXPECTED_COMMANDS = {"ingest", "assess", "query", "simulate", "calibrate", "report", "import",
-                     "campaign", "round", "ab", "store"}  # fmt: skip
+EXPECTED_COMMANDS = {
+    "ingest",
+    "assess",
+    "query",
+    "simulate",
+    "calibrate",
+    "report",
+    "import",
+    "campaign",
+    "round",
+    "ab",
+    "store",
+}
 
 
 def subcommands(group: click.Group) -> dict[str, click.Command]:

@@ -69,9 +69,9 @@ def test_version_through_the_entry_point_loads_no_heavy_library() -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "module"), [(["--help"], None), (["assess", "--help"], "assess"),
-                         (["import", "--help"], "imports")],
-)  # fmt: skip
+    ("args", "module"),
+    [(["--help"], None), (["assess", "--help"], "assess"), (["import", "--help"], "imports")],
+)
 def test_a_command_loads_no_other_commands_module(args: list[str], module: str | None) -> None:
     """The lazy registry: the top-level --help loads no command's module, a command only its
     own (pipeline.cli.COMMAND_MODULES)."""

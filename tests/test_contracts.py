@@ -97,9 +97,16 @@ def test_document_field_matches_its_column(
 
 
 def test_every_input_document_field_is_stored_or_deliberately_not() -> None:
-    not_stored = {("campaign", "schema"), ("campaign", "metric"), ("campaign", "policy"),
-                  ("attempt", "schema"), ("mechanism", "schema"), ("mechanism", "expectations"),
-                  ("measurement", "breakdown"), ("measurement", "counters")}
+    not_stored = {
+        ("campaign", "schema"),
+        ("campaign", "metric"),
+        ("campaign", "policy"),
+        ("attempt", "schema"),
+        ("mechanism", "schema"),
+        ("mechanism", "expectations"),
+        ("measurement", "breakdown"),
+        ("measurement", "counters"),
+    }
     listed = {(doc, path[0]) for doc, path, _, _ in STORED_FIELDS}
     for document in ("campaign", "attempt", "mechanism", "measurement"):
         for field in document_schema(document)["properties"]:
@@ -114,8 +121,9 @@ def test_every_table_is_partitioned_by_campaign_and_keys_are_columns() -> None:
 
 
 def test_spec_columns_of_the_output_tables_are_declared() -> None:
-    spec_comparisons = ("campaign_id attempt_id quantity name n_pairs estimate low high direction "
-                        "status reason").split()
+    spec_comparisons = (
+        "campaign_id attempt_id quantity name n_pairs estimate low high direction status reason"
+    ).split()
     spec_assessments = (
         "campaign_id attempt_id round candidate status n_pairs n_baseline_ok n_candidate_ok "
         "n_unpaired_baseline n_unpaired_candidate n_failed improvement_pct median_verdict "

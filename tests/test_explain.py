@@ -24,10 +24,20 @@ def _exps(*rows: tuple[str, str, str]) -> pl.LazyFrame:
 def _comps(*rows: tuple[str, str, str | None, str | None]) -> pl.LazyFrame:
     """(quantity, name, direction, reason); a reason makes the comparison unverifiable."""
     data = [
-        {**A, "quantity": q, "name": n, "n_pairs": 6, "estimate": 1.0, "low": 1.0, "high": 1.0,
-         "direction": None if r else d, "status": "unverifiable" if r else "ok", "reason": r}
+        {
+            **A,
+            "quantity": q,
+            "name": n,
+            "n_pairs": 6,
+            "estimate": 1.0,
+            "low": 1.0,
+            "high": 1.0,
+            "direction": None if r else d,
+            "status": "unverifiable" if r else "ok",
+            "reason": r,
+        }
         for q, n, d, r in rows
-    ]  # fmt: skip
+    ]
     return pl.DataFrame(data, schema=table("comparisons").polars_schema()).lazy()
 
 
@@ -85,10 +95,15 @@ def test_counter_increase_decrease(
     assert (row["evidence"], row["outcome"], row["reason"]) == ("counter", outcome, why)
 
 
-@pytest.mark.parametrize(("direction", "reason", "outcome"), [
-    ("decrease", None, "contradicted"), ("increase", None, "contradicted"),
-    ("none", None, "consistent"), (None, "zero_baseline", "unverifiable"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("direction", "reason", "outcome"),
+    [
+        ("decrease", None, "contradicted"),
+        ("increase", None, "contradicted"),
+        ("none", None, "consistent"),
+        (None, "zero_baseline", "unverifiable"),
+    ],
+)
 def test_counter_unchanged(direction: str | None, reason: str | None, outcome: str) -> None:
     row = _outcome(
         _exps(("counter", "k", "unchanged")), _comps(("counter", "k", direction, reason))
@@ -96,9 +111,15 @@ def test_counter_unchanged(direction: str | None, reason: str | None, outcome: s
     assert row["outcome"] == outcome and row["evidence"] == "counter"
 
 
-@pytest.mark.parametrize(("direction", "reason"), [
-    ("decrease", None), ("increase", None), ("none", None), (None, "zero_baseline"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("direction", "reason"),
+    [
+        ("decrease", None),
+        ("increase", None),
+        ("none", None),
+        (None, "zero_baseline"),
+    ],
+)
 def test_reference_region_is_assumed_never_judged(
     direction: str | None, reason: str | None
 ) -> None:
@@ -109,10 +130,15 @@ def test_reference_region_is_assumed_never_judged(
     assert rows[0]["direction"] == direction
 
 
-@pytest.mark.parametrize(("target", "expect"), [
-    ("region", "decrease"), ("region", "unchanged"),
-    ("counter", "increase"), ("counter", "unchanged"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("target", "expect"),
+    [
+        ("region", "decrease"),
+        ("region", "unchanged"),
+        ("counter", "increase"),
+        ("counter", "unchanged"),
+    ],
+)
 def test_never_appearing_is_unverifiable(target: str, expect: str) -> None:
     rows = _outcome(_exps((target, "ghost", expect)), _comps(("region", "other", "none", None)))
     assert (rows[0]["outcome"], rows[0]["reason"]) == ("unverifiable", "not_observed")
@@ -137,22 +163,33 @@ def test_partly_contradicted_partly_confirmed() -> None:
     assert got == "contradicted" and each == ["confirmed", "contradicted"]
 
 
-@pytest.mark.parametrize(("outcome_dirs", "expected"), [
-    # (direction of attn, k, j) with expectations attn decrease, k decrease, j unchanged (counter)
-    (("increase", "none", "none"), "contradicted"),            # beats unsupported
-    (("decrease", "none", "decrease"), "contradicted"),         # counter unchanged moved
-    (("decrease", "none", None), "unsupported"),               # beats unverifiable
-    (("decrease", "decrease", None), "unverifiable"),          # beats explained
-    (("decrease", "decrease", "none"), "explained"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("outcome_dirs", "expected"),
+    [
+        # (direction of attn, k, j); expected: attn decrease, k decrease, j unchanged (counter)
+        (("increase", "none", "none"), "contradicted"),  # beats unsupported
+        (("decrease", "none", "decrease"), "contradicted"),  # counter unchanged moved
+        (("decrease", "none", None), "unsupported"),  # beats unverifiable
+        (("decrease", "decrease", None), "unverifiable"),  # beats explained
+        (("decrease", "decrease", "none"), "explained"),
+    ],
+)
 def test_first_match_order(outcome_dirs: tuple, expected: str) -> None:
     attn, k, j = outcome_dirs
     got, _ = _explain(
-        [("region", "attn", "decrease"), ("counter", "k", "decrease"),
-         ("counter", "j", "unchanged"), ("region", "ref", "unchanged")],
-        [("region_normalized", "attn", attn, None), ("counter", "k", k, None),
-         ("counter", "j", j, None if j else "zero_baseline"), ("region", "ref", "increase", None)],
-    )  # fmt: skip
+        [
+            ("region", "attn", "decrease"),
+            ("counter", "k", "decrease"),
+            ("counter", "j", "unchanged"),
+            ("region", "ref", "unchanged"),
+        ],
+        [
+            ("region_normalized", "attn", attn, None),
+            ("counter", "k", k, None),
+            ("counter", "j", j, None if j else "zero_baseline"),
+            ("region", "ref", "increase", None),
+        ],
+    )
     assert got == expected
 
 

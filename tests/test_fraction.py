@@ -20,14 +20,22 @@ WITH_REF = [*DECLARED, expect("region", "ref", "unchanged")]
 
 
 def reference_fraction(
-    a: Attempt, *, min_pairs: int = 5, resamples: int = RESAMPLES, seed: int = 0,
+    a: Attempt,
+    *,
+    min_pairs: int = 5,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
     confidence: float = 0.95,
 ) -> tuple[float | None, float | None, float | None, str | None]:
     """One attempt, one resample at a time, as the rule is written."""
-    declared = {e["name"] for e in a.expectations
-                if e["target"] == "region" and e["expect"] in ("decrease", "increase")}
-    refs = {e["name"] for e in a.expectations
-            if e["target"] == "region" and e["expect"] == "unchanged"}  # fmt: skip
+    declared = {
+        e["name"]
+        for e in a.expectations
+        if e["target"] == "region" and e["expect"] in ("decrease", "increase")
+    }
+    refs = {
+        e["name"] for e in a.expectations if e["target"] == "region" and e["expect"] == "unchanged"
+    }
     ok = {(r["side"], r["repetition"]): r for r in a.runs if r["status"] == "ok"}
     reps = sorted(rep for side, rep in ok if side == "baseline" and ("candidate", rep) in ok)
     paired = [ok[(side, rep)] for rep in reps for side in ("baseline", "candidate")]
@@ -71,7 +79,12 @@ def reference_fraction(
 
 
 def noisy(
-    aid: str, *, gain: dict[str, float], exps: list[dict[str, str]], n: int = 8, seed: int = 0,
+    aid: str,
+    *,
+    gain: dict[str, float],
+    exps: list[dict[str, str]],
+    n: int = 8,
+    seed: int = 0,
     steps: int = 2,
 ) -> Attempt:
     """Runs with a drift shared by every region of a run and a little independent noise."""
@@ -82,12 +95,14 @@ def noisy(
             drift = rng.lognormal(0, 0.03)
             breakdown = {
                 f"s{k}": {
-                    g: base * drift * rng.lognormal(0, 0.003) * (gain.get(g, 1.0)
-                                                                if side == "candidate" else 1.0)
+                    g: base
+                    * drift
+                    * rng.lognormal(0, 0.003)
+                    * (gain.get(g, 1.0) if side == "candidate" else 1.0)
                     for g, base in (("attn", 1.0), ("mlp", 4.0), ("ref", 2.0))
                 }
                 for k in range(steps)
-            }  # fmt: skip
+            }
             metric = sum(sum(s.values()) for s in breakdown.values())
             runs.append(run(side, rep, metric, breakdown=breakdown))
     return Attempt("c", aid, int(aid[1:]), runs, exps)
@@ -96,9 +111,14 @@ def noisy(
 def computed(attempts: list[Attempt], **policy: Any) -> dict[str, dict[str, Any]]:
     data = inputs([campaign("c", resamples=RESAMPLES, **policy)], attempts)
     frame = explained_fractions(data, quantities.pair_frames(data))
-    assert frame.columns == ["campaign_id", "attempt_id", "explained_fraction",
-                             "explained_fraction_low", "explained_fraction_high",
-                             "explained_fraction_reason"]  # fmt: skip
+    assert frame.columns == [
+        "campaign_id",
+        "attempt_id",
+        "explained_fraction",
+        "explained_fraction_low",
+        "explained_fraction_high",
+        "explained_fraction_reason",
+    ]
     assert frame.height == len(attempts)
     return {r["attempt_id"]: r for r in frame.iter_rows(named=True)}
 
@@ -106,8 +126,11 @@ def computed(attempts: list[Attempt], **policy: Any) -> dict[str, dict[str, Any]
 def assert_matches(row: dict[str, Any], ref: tuple) -> None:
     estimate, low, high, reason = ref
     assert row["explained_fraction_reason"] == reason
-    for key, want in (("explained_fraction", estimate), ("explained_fraction_low", low),
-                      ("explained_fraction_high", high)):  # fmt: skip
+    for key, want in (
+        ("explained_fraction", estimate),
+        ("explained_fraction_low", low),
+        ("explained_fraction_high", high),
+    ):
         if want is None:
             assert row[key] is None
         else:
@@ -152,12 +175,20 @@ def test_identical_sides_leave_the_total_unchanged() -> None:
     assert reference_fraction(a)[3] == "total_unchanged"
 
 
-@pytest.mark.parametrize(("name", "exps", "n", "reason"), [
-    ("no declaration", [], 8, "not_applicable"),
-    ("only a counter declared", [expect("counter", "launches", "decrease")], 8, "not_applicable"),
-    ("four pairs", WITH_REF, 4, "too_few_pairs"),
-    ("no pair", WITH_REF, 0, "too_few_pairs"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "exps", "n", "reason"),
+    [
+        ("no declaration", [], 8, "not_applicable"),
+        (
+            "only a counter declared",
+            [expect("counter", "launches", "decrease")],
+            8,
+            "not_applicable",
+        ),
+        ("four pairs", WITH_REF, 4, "too_few_pairs"),
+        ("no pair", WITH_REF, 0, "too_few_pairs"),
+    ],
+)
 def test_reasons(name: str, exps: list[dict[str, str]], n: int, reason: str) -> None:
     a = noisy("r1", gain={"attn": 0.7}, exps=exps, n=n)
     assert computed([a])["r1"]["explained_fraction_reason"] == reason
@@ -195,14 +226,17 @@ def test_failed_runs_and_a_region_absent_from_some_runs() -> None:
 
 
 def test_attempts_with_different_pair_counts_in_one_batch() -> None:
-    attempts = [noisy(f"r{i}", gain={"attn": 0.75}, exps=WITH_REF, n=n, seed=i)
-                for i, n in enumerate([5, 7, 5, 12], start=1)]  # fmt: skip
+    attempts = [
+        noisy(f"r{i}", gain={"attn": 0.75}, exps=WITH_REF, n=n, seed=i)
+        for i, n in enumerate([5, 7, 5, 12], start=1)
+    ]
     got = computed(attempts)
     for a in attempts:
         assert_matches(got[a.attempt_id], reference_fraction(a))
     alone = computed([attempts[2]])["r3"]
-    assert alone["explained_fraction_low"] == pytest.approx(got["r3"]["explained_fraction_low"],
-                                                            rel=1e-13)  # fmt: skip
+    assert alone["explained_fraction_low"] == pytest.approx(
+        got["r3"]["explained_fraction_low"], rel=1e-13
+    )
 
 
 def test_the_fraction_is_stored_in_assessments(tmp_path: Any) -> None:

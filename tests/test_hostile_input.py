@@ -101,8 +101,15 @@ def test_lone_surrogate_in_campaign_json_rejects_that_campaign(
 
 def test_a_surrogate_pair_is_one_character_not_an_error(tmp_path: Path) -> None:
     folder = write_example_campaign(tmp_path / "in", attempts=())
-    runs = [{"side": "baseline", "repetition": 0, "status": "ok", "metric": 1.0,
-             "counters": {"\U0001f600": 1}}]  # fmt: skip
+    runs = [
+        {
+            "side": "baseline",
+            "repetition": 0,
+            "status": "ok",
+            "metric": 1.0,
+            "counters": {"\U0001f600": 1},
+        }
+    ]
     write_attempt(folder, example_attempt("r1", 1, mechanism=False), runs)
     path = folder / "r1" / "measurements.jsonl"
     path.write_text(path.read_text().replace("\U0001f600", "\\ud83d\\ude00"))
@@ -165,8 +172,11 @@ def test_fifo_as_measurements_is_rejected_not_waited_on(
     os.mkfifo(path)
     done = subprocess.run(
         [str(CLI), "ingest", str(two_campaigns), "--store", str(tmp_path / "s")],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert (done.returncode, done.stderr) == (
         1,
         f"{path}: is not a regular file (a FIFO) [not_a_file]\n",
@@ -226,8 +236,11 @@ def test_fifo_given_to_import_is_refused(tmp_path: Path) -> None:
     os.mkfifo(path)
     done = subprocess.run(
         [str(CLI), "import", "kineto", str(path), "--side", "baseline", "--repetition", "0"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 1
     assert (
         done.stderr.strip() == f"error: {path}: cannot read the file: not a regular file (a FIFO)"

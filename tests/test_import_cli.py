@@ -50,8 +50,9 @@ def test_appends_and_refuses_a_run_already_in_the_file(
 
 def test_a_file_it_cannot_read_is_one_line_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     bad = str(FIXTURES / "nsys" / "bad_unit_nvtx_sum.csv")
-    code, out, err = _run(["nsys", bad, "--side", "baseline", "--repetition", "1",
-                           "--metric", "1"], capsys)  # fmt: skip
+    code, out, err = _run(
+        ["nsys", bad, "--side", "baseline", "--repetition", "1", "--metric", "1"], capsys
+    )
     assert (code, out) == (1, "")
     assert err.startswith(f'error: {bad}:1: column "Total Time (fortnights)": expected a time unit')
     assert "Traceback" not in err and err.count("\n") == 1

@@ -23,9 +23,15 @@ from pipeline.study.stored import write_attempt, write_campaign
 TRACES = Path(__file__).parent / "fixtures" / "import" / "kineto" / "campaign"
 REPETITIONS = 5
 CID = "kineto-e2e"
-POLICY: dict[str, Any] = {"decision": "paired", "require_explanation": True,
-                          "min_improvement_pct": 1.0, "confidence": 0.95, "resamples": 2000,
-                          "seed": 0, "min_pairs": 5}  # fmt: skip
+POLICY: dict[str, Any] = {
+    "decision": "paired",
+    "require_explanation": True,
+    "min_improvement_pct": 1.0,
+    "confidence": 0.95,
+    "resamples": 2000,
+    "seed": 0,
+    "min_pairs": 5,
+}
 MECHANISM = {
     "hypothesis": "a third of the attention matmuls",
     "expectations": [
@@ -45,8 +51,11 @@ def _reference(side: str, rep: int) -> dict[str, Any]:
     steps of attention / sampling (each region = its top-level ranges)."""
     total, aten, ratios = 0.0, 0, []
     for path in _files(side, rep):
-        events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-                  if e.get("ph") == "X"]  # fmt: skip
+        events = [
+            e
+            for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+            if e.get("ph") == "X"
+        ]
         for step in (e for e in events if e["name"].startswith("ProfilerStep#")):
             lo, hi = step["ts"], step["ts"] + step["dur"]
             inside = [e for e in events if lo <= e["ts"] < hi]
@@ -59,16 +68,27 @@ def _reference(side: str, rep: int) -> dict[str, Any]:
 
 
 def _campaign(root: Path) -> None:
-    write_campaign(root, CID, created_at="2026-11-29T10:00:00Z",
-                   metric={"name": "step_seconds", "better": "lower"}, policy=POLICY)  # fmt: skip
+    write_campaign(
+        root,
+        CID,
+        created_at="2026-11-29T10:00:00Z",
+        metric={"name": "step_seconds", "better": "lower"},
+        policy=POLICY,
+    )
     runs = [
         import_line("kineto", [str(f) for f in _files(side, rep)], side=side, repetition=rep)[0]
         for rep in range(REPETITIONS)
         for side in ("baseline", "candidate")
     ]
-    attempt = {"attempt_id": "r001", "round": 1, "candidate": "fewer-matmuls",
-               "baseline": "main", "status": "completed", "declared_at": "2026-11-29T10:01:00Z",
-               "started_at": "2026-11-29T10:02:00Z"}  # fmt: skip
+    attempt = {
+        "attempt_id": "r001",
+        "round": 1,
+        "candidate": "fewer-matmuls",
+        "baseline": "main",
+        "status": "completed",
+        "declared_at": "2026-11-29T10:01:00Z",
+        "started_at": "2026-11-29T10:02:00Z",
+    }
     write_attempt(root / CID, attempt, runs, mechanism=MECHANISM)
 
 

@@ -24,8 +24,9 @@ IMPORT = Path(__file__).parent / "fixtures" / "import"
 REAL = IMPORT / "nsys" / "real_moe_cuda_gpu_kern_sum.csv"
 
 
-def kernel_seconds(path: Path, name: str = "Name", time: str = "Total Time (ns)",
-                   scale: str = "1e-9") -> dict[str, Decimal]:  # fmt: skip
+def kernel_seconds(
+    path: Path, name: str = "Name", time: str = "Total Time (ns)", scale: str = "1e-9"
+) -> dict[str, Decimal]:
     """The reference: each kernel's total time in seconds, read with the csv module."""
     totals: dict[str, Decimal] = {}
     lines = [ln for ln in path.read_text().splitlines() if not ln.startswith("==")]
@@ -36,8 +37,14 @@ def kernel_seconds(path: Path, name: str = "Name", time: str = "Total Time (ns)"
 
 
 def regions(fmt: str, files: list[Path], *kernel_regions: str) -> dict[str, dict[str, float]]:
-    line, _ = import_line(fmt, [str(f) for f in files], side="baseline", repetition=0,
-                          metric=1.0, kernel_regions=kernel_regions or ("*",))  # fmt: skip
+    line, _ = import_line(
+        fmt,
+        [str(f) for f in files],
+        side="baseline",
+        repetition=0,
+        metric=1.0,
+        kernel_regions=kernel_regions or ("*",),
+    )
     return line["breakdown"]
 
 
@@ -74,8 +81,21 @@ def test_long_or_unprintable_names_become_a_prefix_and_a_digest() -> None:
 def test_every_kernel_of_a_real_nsys_summary_is_a_region(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, err = cli(["import", "nsys", str(REAL), "--side", "candidate", "--repetition", "2",
-                          "--metric", "1.5", "--kernel-regions"], capsys)  # fmt: skip
+    code, out, err = cli(
+        [
+            "import",
+            "nsys",
+            str(REAL),
+            "--side",
+            "candidate",
+            "--repetition",
+            "2",
+            "--metric",
+            "1.5",
+            "--kernel-regions",
+        ],
+        capsys,
+    )
     assert code == 0, err
     line = json.loads(out)
     reference = kernel_seconds(REAL)
@@ -100,8 +120,12 @@ def test_every_kernel_of_a_real_nsys_summary_is_a_region(
 
 
 def test_groups_sum_their_kernels_first_match_wins_the_rest_is_other() -> None:
-    groups = ["moe=fused_moe|Expert", "fill=FillFunctor", "elementwise=elementwise",
-              "triton=^triton_"]  # fmt: skip
+    groups = [
+        "moe=fused_moe|Expert",
+        "fill=FillFunctor",
+        "elementwise=elementwise",
+        "triton=^triton_",
+    ]
     got = regions("nsys", [REAL], *groups)["all"]
     reference = kernel_seconds(REAL)
 
@@ -121,10 +145,14 @@ def test_groups_sum_their_kernels_first_match_wins_the_rest_is_other() -> None:
 
 
 def test_per_step_files_give_per_step_kernel_regions(tmp_path: Path) -> None:
-    line, _ = import_line("nsys", [f"prefill={REAL}",
-                                   f"decode={IMPORT / 'nsys' / 'report_cuda_gpu_kern_sum.csv'}"],
-                          side="baseline", repetition=0, metric=2.0,
-                          kernel_regions=("attention=attention", "moe=fused_moe"))  # fmt: skip
+    line, _ = import_line(
+        "nsys",
+        [f"prefill={REAL}", f"decode={IMPORT / 'nsys' / 'report_cuda_gpu_kern_sum.csv'}"],
+        side="baseline",
+        repetition=0,
+        metric=2.0,
+        kernel_regions=("attention=attention", "moe=fused_moe"),
+    )
     assert set(line["breakdown"]) == {"prefill", "decode"}
     assert line["breakdown"]["decode"] == {"attention": 0.001482333, "other": 0.0008894}
     assert line["breakdown"]["prefill"]["moe"] == 0.116821981
@@ -133,11 +161,17 @@ def test_per_step_files_give_per_step_kernel_regions(tmp_path: Path) -> None:
 def test_nvtx_ranges_give_way_to_kernel_regions() -> None:
     nsys = IMPORT / "nsys"
     line, imported = import_line(
-        "nsys", [str(nsys / "report_nvtx_sum.csv"), str(nsys / "report_cuda_gpu_kern_sum.csv")],
-        side="baseline", repetition=0, metric=1.0, kernel_regions=("*",),
-    )  # fmt: skip
-    assert set(line["breakdown"]["all"]) == {"void attention_kernel<float>(float*, int)",
-                                             "rmsnorm_kernel"}  # fmt: skip
+        "nsys",
+        [str(nsys / "report_nvtx_sum.csv"), str(nsys / "report_cuda_gpu_kern_sum.csv")],
+        side="baseline",
+        repetition=0,
+        metric=1.0,
+        kernel_regions=("*",),
+    )
+    assert set(line["breakdown"]["all"]) == {
+        "void attention_kernel<float>(float*, int)",
+        "rmsnorm_kernel",
+    }
     assert any("NVTX" in note for note in imported.notes)
 
 
@@ -154,11 +188,10 @@ def test_names_that_would_collide_are_refused(tmp_path: Path) -> None:
 
 
 def test_refusals_are_one_line_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["import", "nsys", str(REAL), "--side", "baseline", "--repetition", "0",
-            "--metric", "1"]  # fmt: skip
+    base = ["import", "nsys", str(REAL), "--side", "baseline", "--repetition", "0", "--metric", "1"]
     for extra, message in [
         (["--kernel-regions", "other=gemm"], "'other' is the region of the kernels no group"),
-        (["--kernel-regions", "gemm"], 'expected NAME=REGEX'),
+        (["--kernel-regions", "gemm"], "expected NAME=REGEX"),
         (["--kernel-regions", "gemm=("], "not a regular expression"),
         (["--kernel-regions", "a=x", "--kernel-regions", "a=y"], 'group "a" is given twice'),
     ]:
@@ -166,12 +199,27 @@ def test_refusals_are_one_line_usage_errors(capsys: pytest.CaptureFixture[str]) 
         assert (code, out) == (2, ""), err
         assert message in err and len(err.splitlines()) == 1
     kineto = str(IMPORT / "kineto" / "cpu_steps.json")
-    code, _, err = cli(["import", "kineto", kineto, "--side", "baseline", "--repetition", "0",
-                        "--kernel-regions"], capsys)  # fmt: skip
+    code, _, err = cli(
+        ["import", "kineto", kineto, "--side", "baseline", "--repetition", "0", "--kernel-regions"],
+        capsys,
+    )
     assert code == 2 and "--kernel-regions: nsys, ncu and msprof" in err
     nvtx = str(IMPORT / "nsys" / "report_nvtx_sum.csv")
-    code, _, err = cli(["import", "nsys", nvtx, "--side", "baseline", "--repetition", "0",
-                        "--metric", "1", "--kernel-regions"], capsys)  # fmt: skip
+    code, _, err = cli(
+        [
+            "import",
+            "nsys",
+            nvtx,
+            "--side",
+            "baseline",
+            "--repetition",
+            "0",
+            "--metric",
+            "1",
+            "--kernel-regions",
+        ],
+        capsys,
+    )
     assert code == 1 and "expected a cuda_gpu_kern_sum report" in err
 
 
@@ -229,33 +277,70 @@ def test_a_mechanism_names_a_kernel_group_and_is_confirmed(tmp_path: Path) -> No
     groups = ("moe=fused_moe|Expert", "gemm=cutlass|nvjet")
     runs = []
     for rep in range(5):
-        sides: tuple[tuple[Side, Decimal], ...] = (("baseline", Decimal(1)),
-                                                   ("candidate", Decimal("0.8")))  # fmt: skip
+        sides: tuple[tuple[Side, Decimal], ...] = (
+            ("baseline", Decimal(1)),
+            ("candidate", Decimal("0.8")),
+        )
         for side, moe in sides:
             path = tmp_path / f"{side}-{rep}.csv"
             _scaled_summary(path, Decimal(1) + Decimal(rep) / 50, moe)
             seconds = float(sum(kernel_seconds(path).values()))
-            runs.append(import_line("nsys", [str(path)], side=side, repetition=rep,
-                                    metric=seconds, kernel_regions=groups)[0])  # fmt: skip
-    policy = {"decision": "paired", "require_explanation": True, "min_improvement_pct": 1.0,
-              "confidence": 0.95, "resamples": 2000, "seed": 0, "min_pairs": 5}  # fmt: skip
+            runs.append(
+                import_line(
+                    "nsys",
+                    [str(path)],
+                    side=side,
+                    repetition=rep,
+                    metric=seconds,
+                    kernel_regions=groups,
+                )[0]
+            )
+    policy = {
+        "decision": "paired",
+        "require_explanation": True,
+        "min_improvement_pct": 1.0,
+        "confidence": 0.95,
+        "resamples": 2000,
+        "seed": 0,
+        "min_pairs": 5,
+    }
     root = tmp_path / "attempts"
-    write_campaign(root, "moe", created_at="2026-12-01T10:00:00Z",
-                   metric={"name": "gpu_seconds", "better": "lower"}, policy=policy)  # fmt: skip
-    mechanism = {"hypothesis": "a fused MoE kernel", "expectations": [
-        {"target": "region", "name": "moe", "expect": "decrease"},
-        {"target": "region", "name": "gemm", "expect": "unchanged"}]}  # fmt: skip
-    attempt = {"attempt_id": "r001", "round": 1, "candidate": "fused-moe", "baseline": "main",
-               "status": "completed", "declared_at": "2026-12-01T10:01:00Z",
-               "started_at": "2026-12-01T10:02:00Z"}  # fmt: skip
+    write_campaign(
+        root,
+        "moe",
+        created_at="2026-12-01T10:00:00Z",
+        metric={"name": "gpu_seconds", "better": "lower"},
+        policy=policy,
+    )
+    mechanism = {
+        "hypothesis": "a fused MoE kernel",
+        "expectations": [
+            {"target": "region", "name": "moe", "expect": "decrease"},
+            {"target": "region", "name": "gemm", "expect": "unchanged"},
+        ],
+    }
+    attempt = {
+        "attempt_id": "r001",
+        "round": 1,
+        "candidate": "fused-moe",
+        "baseline": "main",
+        "status": "completed",
+        "declared_at": "2026-12-01T10:01:00Z",
+        "started_at": "2026-12-01T10:02:00Z",
+    }
     write_attempt(root / "moe", attempt, runs, mechanism=mechanism)
     store = Store(tmp_path / "store")
     assert ingest(root, store).exit_code == 0
     result = assess(store, ["moe"])
-    normalized = {r["name"]: r for r in result.comparisons.iter_rows(named=True)
-                  if r["quantity"] == "region_normalized"}  # fmt: skip
+    normalized = {
+        r["name"]: r
+        for r in result.comparisons.iter_rows(named=True)
+        if r["quantity"] == "region_normalized"
+    }
     assert normalized["moe"]["estimate"] == pytest.approx(1.25, rel=1e-6)
     assert normalized["moe"]["direction"] == "decrease"
     assert dict(result.outcomes.select("name", "outcome").iter_rows()) == {
-        "moe": "confirmed", "gemm": "assumed"}  # fmt: skip
+        "moe": "confirmed",
+        "gemm": "assumed",
+    }
     assert result.assessments.row(0, named=True)["explanation"] == "explained"

@@ -143,8 +143,16 @@ def test_two_captures_of_one_run_are_combined() -> None:
 
 
 def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1 if tid < 7 else 0, "tid": tid,
-            "ts": ts, "dur": dur, "args": args}  # fmt: skip
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1 if tid < 7 else 0,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def _gpu_trace(tmp_path: Path) -> Path:
@@ -272,8 +280,14 @@ def test_import_run_prints_or_appends(tmp_path: Path) -> None:
     out = tmp_path / "m.jsonl"
     trace = str(FIXTURES / "cpu_steps.json")
     first, _ = import_run("kineto", [trace], side="baseline", repetition=0, output=out)
-    import_run("kineto", [trace], side="candidate", repetition=0, output=out,
-               renames=["attention=attn", "aten_ops=ops"])  # fmt: skip
+    import_run(
+        "kineto",
+        [trace],
+        side="candidate",
+        repetition=0,
+        output=out,
+        renames=["attention=attn", "aten_ops=ops"],
+    )
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert lines[0] == first
     assert "attn" in lines[1]["breakdown"]["step-2"] and "attention" not in lines[1]["breakdown"]
@@ -288,8 +302,10 @@ def test_region_pattern_applies_to_gpu_regions_by_annotation_name(tmp_path: Path
     options = ImportOptions(region_pattern=re.compile("inner"))
     imported = read([InputFile(_gpu_trace(tmp_path))], options)
     line = build_line(imported, side="baseline", repetition=0)
-    assert line["breakdown"]["step-1"] == {"inner": pytest.approx(10e-6),
-                                           "gpu:inner": pytest.approx(50e-6)}  # fmt: skip
+    assert line["breakdown"]["step-1"] == {
+        "inner": pytest.approx(10e-6),
+        "gpu:inner": pytest.approx(50e-6),
+    }
     assert "step-2" not in line.get("breakdown", {})  # no kept region in step 2
 
 

@@ -31,11 +31,18 @@ def test_step_trace_gives_steps_regions_and_the_metric() -> None:
     assert line["metric"] == us("2050")  # 1000 + "1,050" µs
     assert line["breakdown"] == {
         # Data Aug Bound is N/A in the first iteration: absent, not zero.
-        "step-1": {"fp_bp": us("800.5"), "iteration_refresh": us("199.5"),
-                   "reduce": us("150.375")},  # two Reduce Duration columns: 100.25 + 50.125
-        "step-2": {"fp_bp": us("800"), "iteration_refresh": us("150"),
-                   "data_aug_bound": us("100"), "reduce": us("130")},
-    }  # fmt: skip
+        "step-1": {
+            "fp_bp": us("800.5"),
+            "iteration_refresh": us("199.5"),
+            "reduce": us("150.375"),
+        },  # two Reduce Duration columns: 100.25 + 50.125
+        "step-2": {
+            "fp_bp": us("800"),
+            "iteration_refresh": us("150"),
+            "data_aug_bound": us("100"),
+            "reduce": us("130"),
+        },
+    }
 
 
 def test_op_summary_counts_per_op_type_old_and_new_columns() -> None:
@@ -52,8 +59,10 @@ def test_op_statistic_counts_with_device_or_model_column() -> None:
         "op:Add": 300,
     }
     assert _line("op_statistic_old.csv", metric=1.0)["counters"] == {
-        "kernels": 102, "op:Conv2D": 53, "op:Relu": 49,
-    }  # fmt: skip
+        "kernels": 102,
+        "op:Conv2D": 53,
+        "op:Relu": 49,
+    }
 
 
 def test_op_statistic_is_ignored_beside_per_task_files() -> None:
@@ -110,11 +119,17 @@ def test_a_step_given_twice_is_refused() -> None:
 
 def test_step_trace_time_without_a_schedule_is_one_step_all(tmp_path: Path) -> None:
     path = tmp_path / "step_trace_time.csv"
-    path.write_text("Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,"
-                    "Communication,Free\n0,,1000.5,20,5,25,3\n")  # fmt: skip
+    path.write_text(
+        "Device_id,Step,Computing,Communication(Not Overlapped),Overlapped,"
+        "Communication,Free\n0,,1000.5,20,5,25,3\n"
+    )
     imported = read([InputFile(path)], ImportOptions())
     assert imported.breakdown == {
-        "all": {"computing": Decimal("0.0010005"), "communication_not_overlapped": Decimal("2E-5"),
-                "overlapped": Decimal("5E-6"), "communication": Decimal("2.5E-5"),
-                "free": Decimal("3E-6")}
-    }  # fmt: skip
+        "all": {
+            "computing": Decimal("0.0010005"),
+            "communication_not_overlapped": Decimal("2E-5"),
+            "overlapped": Decimal("5E-6"),
+            "communication": Decimal("2.5E-5"),
+            "free": Decimal("3E-6"),
+        }
+    }

@@ -65,9 +65,12 @@ def test_rename_renames_steps_and_adds_steps_renamed_to_one() -> None:
     path = [str(FIXTURES / "cpu_steps.json")]
     plain, _ = import_line("kineto", path, side="baseline", repetition=0)
     renamed, imported = import_line(
-        "kineto", path, side="baseline", repetition=0,
+        "kineto",
+        path,
+        side="baseline",
+        repetition=0,
         renames=["step-2=warmup", "step-3=decode", "step-4=decode"],
-    )  # fmt: skip
+    )
     assert sorted(renamed["breakdown"]) == ["decode", "warmup"]
     assert renamed["breakdown"]["warmup"] == plain["breakdown"]["step-2"]
     three, four = plain["breakdown"]["step-3"], plain["breakdown"]["step-4"]
@@ -124,12 +127,20 @@ def test_batch_name_pattern_and_skipped_files(
     assert f"note: {folder / 'README.txt'}: file name does not match --name-pattern; skipped" in err
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    (["--side", "baseline"], "--batch reads side and repetition from the file names and the "
-     "metric from the files: give no FILE, --side, --repetition or --metric"),
-    (["--name-pattern", "x"], '--name-pattern "x": expected the named groups (?P<side>...) and '
-                              "(?P<repetition>...)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--side", "baseline"],
+            "--batch reads side and repetition from the file names and the "
+            "metric from the files: give no FILE, --side, --repetition or --metric",
+        ),
+        (
+            ["--name-pattern", "x"],
+            '--name-pattern "x": expected the named groups (?P<side>...) and (?P<repetition>...)',
+        ),
+    ],
+)
 def test_batch_usage_errors(
     capsys: pytest.CaptureFixture[str], extra: list[str], message: str
 ) -> None:

@@ -21,7 +21,7 @@ from pipeline.cli import main
 FIXTURES = Path(__file__).parent / "fixtures" / "suites"
 UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
-PYTEST_SUITE = '''
+PYTEST_SUITE = """
 import pytest
 
 def work(n):
@@ -35,7 +35,7 @@ def test_sum(benchmark):
 @pytest.mark.parametrize("n", [10, 100])
 def test_param(benchmark, n):
     benchmark(work, n)
-'''
+"""
 
 PYPERF_SCRIPT = """
 import pyperf
@@ -51,11 +51,25 @@ def run_pytest_benchmark(folder: Path, source: str = PYTEST_SUITE) -> Path:
     (folder / "test_tiny.py").write_text(source, encoding="utf-8")
     out = folder / "bench.json"
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_tiny.py",
-         "--benchmark-only", f"--benchmark-json={out}", "--benchmark-max-time=0.005",
-         "--benchmark-min-rounds=3", "-W", "ignore"],
-        cwd=folder, check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_tiny.py",
+            "--benchmark-only",
+            f"--benchmark-json={out}",
+            "--benchmark-max-time=0.005",
+            "--benchmark-min-rounds=3",
+            "-W",
+            "ignore",
+        ],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -69,8 +83,12 @@ def pyperf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("pyperf")
     (folder / "bench.py").write_text(PYPERF_SCRIPT, encoding="utf-8")
     out = folder / "pyperf.json"
-    subprocess.run([sys.executable, "bench.py", "-q", "-o", str(out)], cwd=folder, check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "bench.py", "-q", "-o", str(out)],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -100,12 +118,15 @@ def test_pytest_benchmark_medians_sum_and_extra_info(
     line = _line(["pytest-benchmark", str(pytest_benchmark_file)], capsys)
     assert line["breakdown"] == {"all": expected}
     assert sorted(expected) == [
-        "test_tiny.py::test_param[100]", "test_tiny.py::test_param[10]", "test_tiny.py::test_sum"
-    ]  # fmt: skip
+        "test_tiny.py::test_param[100]",
+        "test_tiny.py::test_param[10]",
+        "test_tiny.py::test_sum",
+    ]
     assert line["metric"] == pytest.approx(sum(expected.values()), rel=1e-12)
     assert line["counters"] == {"test_tiny.py::test_sum:items": 1000}  # the string is no counter
-    geo = _line(["pytest-benchmark", str(pytest_benchmark_file), "--suite-metric", "geomean"],
-                capsys)  # fmt: skip
+    geo = _line(
+        ["pytest-benchmark", str(pytest_benchmark_file), "--suite-metric", "geomean"], capsys
+    )
     assert geo["metric"] == pytest.approx(_geomean(list(expected.values())), rel=1e-12)
 
 
@@ -136,18 +157,21 @@ def test_gbench_median_of_repetitions_and_user_counters(capsys: pytest.CaptureFi
     rows = [b for b in json.loads(path.read_text())["benchmarks"] if b["run_type"] == "iteration"]
     names = list(dict.fromkeys(b["run_name"] for b in rows))
     seconds = {
-        n: statistics.median(b["real_time"] * UNITS[b["time_unit"]] for b in rows
-                             if b["run_name"] == n)
+        n: statistics.median(
+            b["real_time"] * UNITS[b["time_unit"]] for b in rows if b["run_name"] == n
+        )
         for n in names
-    }  # fmt: skip
+    }
     line = _line(["gbench", str(path)], capsys)
     assert line["breakdown"]["all"] == pytest.approx(seconds, rel=1e-12)  # type: ignore[index]
     assert names == ["BM_memcpy/64", "BM_memcpy/4096", "BM_string_concat"]
     counters = line["counters"]
     assert isinstance(counters, dict)
     assert counters["BM_memcpy/64:buffers"] == 2
-    assert counters["BM_memcpy/4096:bytes_per_second"] == pytest.approx(statistics.median(
-        b["bytes_per_second"] for b in rows if b["run_name"] == "BM_memcpy/4096"), rel=1e-12)
+    assert counters["BM_memcpy/4096:bytes_per_second"] == pytest.approx(
+        statistics.median(b["bytes_per_second"] for b in rows if b["run_name"] == "BM_memcpy/4096"),
+        rel=1e-12,
+    )
     assert "BM_string_concat:appends" in counters
     assert not any(name.endswith((":label", ":iterations", ":cpu_time")) for name in counters)
 
@@ -156,9 +180,11 @@ def test_gbench_aggregates_only_uses_the_median_aggregate(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     path = FIXTURES / "gbench-aggregates.json"
-    medians = {b["run_name"]: b["real_time"] * UNITS[b["time_unit"]]
-               for b in json.loads(path.read_text())["benchmarks"]
-               if b.get("aggregate_name") == "median"}  # fmt: skip
+    medians = {
+        b["run_name"]: b["real_time"] * UNITS[b["time_unit"]]
+        for b in json.loads(path.read_text())["benchmarks"]
+        if b.get("aggregate_name") == "median"
+    }
     assert len(medians) == 3
     line = _line(["gbench", str(path)], capsys)
     assert line["breakdown"]["all"] == pytest.approx(medians, rel=1e-12)  # type: ignore[index]
@@ -180,10 +206,12 @@ def test_damaged_and_foreign_files_are_clear_errors(
     assert code == 1 and err.startswith(f"error: {truncated}:") and "expected JSON" in err
     code, _, err = _import(["gbench", str(pytest_benchmark_file)], capsys)
     assert code == 1
-    assert err == (f"error: {pytest_benchmark_file}: expected Google Benchmark JSON "
-                   '(--benchmark_out_format=json): an object with "context" and a "benchmarks" '
-                   'list of objects with "name", "real_time" and "time_unit", got no "context" '
-                   "object\n")  # fmt: skip
+    assert err == (
+        f"error: {pytest_benchmark_file}: expected Google Benchmark JSON "
+        '(--benchmark_out_format=json): an object with "context" and a "benchmarks" '
+        'list of objects with "name", "real_time" and "time_unit", got no "context" '
+        "object\n"
+    )
     code, _, err = _import(["pyperf", str(FIXTURES / "gbench-repetitions.json")], capsys)
     assert code == 1 and "expected pyperf JSON (-o FILE)" in err
     empty = tmp_path / "empty.json"
@@ -203,15 +231,34 @@ def test_pytest_node_ids_lose_their_folders_unless_two_would_clash(
     (tmp_path / "s" / "a" / "test_other.py").write_text(suite)
     (tmp_path / "s" / "conftest.py").write_text("")
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", "s", "s",
-         "--benchmark-only", "--benchmark-json=out.json", "--benchmark-max-time=0.001",
-         "--benchmark-min-rounds=1", "-W", "ignore", "--import-mode=importlib"],
-        cwd=tmp_path, check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            "s",
+            "s",
+            "--benchmark-only",
+            "--benchmark-json=out.json",
+            "--benchmark-max-time=0.001",
+            "--benchmark-min-rounds=1",
+            "-W",
+            "ignore",
+            "--import-mode=importlib",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
     line = _line(["pytest-benchmark", str(tmp_path / "out.json")], capsys)
     assert sorted(line["breakdown"]["all"]) == [  # type: ignore[index]
-        "a/test_same.py::test_x", "b/c/test_same.py::test_x", "test_other.py::test_x"
-    ]  # fmt: skip
+        "a/test_same.py::test_x",
+        "b/c/test_same.py::test_x",
+        "test_other.py::test_x",
+    ]
 
 
 def test_two_files_of_one_run_join_and_a_repeated_name_is_refused(

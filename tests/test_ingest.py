@@ -310,8 +310,7 @@ def test_integrity_errors_is_a_pure_function_of_the_evidence() -> None:
         ("a1", "mechanism_digest_mismatch"),
     ]
     assert found["message"][1] == (
-        f"mechanism.json sha256 {'2' * 12}… differs from attempt.json "
-        f"mechanism_sha256 {'1' * 12}…"
+        f"mechanism.json sha256 {'2' * 12}… differs from attempt.json mechanism_sha256 {'1' * 12}…"
     )
 
 
@@ -329,8 +328,7 @@ def test_mechanism_that_appears_after_the_first_ingest_is_a_change(
     digest = hashlib.sha256((tmp_path / "in/c1/r001/mechanism.json").read_bytes()).hexdigest()
     assert (row["code"], row["expected"], row["actual"]) == ("mechanism_changed", None, digest)
     assert row["message"] == (
-        f"mechanism.json (sha256 {digest[:12]}…) appeared "
-        "after the attempt was first ingested"
+        f"mechanism.json (sha256 {digest[:12]}…) appeared after the attempt was first ingested"
     )
 
 
@@ -342,13 +340,20 @@ def test_recorded_fields_are_stored_and_older_files_read_as_nulls(
     folder = write_example_campaign(root, attempts=("r001",))
     environment = {"host": "box", "cpu_count": "2"}
     runs = [
-        {**line, "order": (line["repetition"] + (line["side"] == "candidate")) % 2,
-         "started_at": f"2026-11-01T12:00:{i:02d}.25+01:00",
-         "finished_at": f"2026-11-01T12:00:{i:02d}.75+01:00"}
+        {
+            **line,
+            "order": (line["repetition"] + (line["side"] == "candidate")) % 2,
+            "started_at": f"2026-11-01T12:00:{i:02d}.25+01:00",
+            "finished_at": f"2026-11-01T12:00:{i:02d}.75+01:00",
+        }
         for i, line in enumerate(example_runs(6))
     ]
-    recorded = {**example_attempt("r002", 2), "order_seed": 42,
-                "recorder": "explain-pipeline 0.1.0", "environment": environment}
+    recorded = {
+        **example_attempt("r002", 2),
+        "order_seed": 42,
+        "recorder": "explain-pipeline 0.1.0",
+        "environment": environment,
+    }
     write_attempt(folder, recorded, runs, mechanism=MECHANISM)
     report = ingest(root, store)
     assert report.issues == [] and report.exit_code == ExitCode.OK

@@ -93,8 +93,14 @@ def test_an_empty_step_region_or_counter_name_is_rejected(
     tmp_path: Path, breakdown: dict[str, object], counters: dict[str, object], field: str
 ) -> None:
     folder = write_example_campaign(tmp_path / "in", attempts=())
-    run = {"side": "baseline", "repetition": 0, "status": "ok", "metric": 1.0,
-           "breakdown": breakdown, "counters": counters}  # fmt: skip
+    run = {
+        "side": "baseline",
+        "repetition": 0,
+        "status": "ok",
+        "metric": 1.0,
+        "breakdown": breakdown,
+        "counters": counters,
+    }
     write_attempt(folder, example_attempt("r1", 1, mechanism=False), [run])
     report = ingest(tmp_path / "in", Store(tmp_path / "s"))
     path = folder / "r1" / "measurements.jsonl"

@@ -94,8 +94,7 @@ def test_student_t_written_out() -> None:
 
 
 def test_student_t_with_no_spread_is_the_point() -> None:
-    got = method_intervals(np.full((5, 1), 0.1), "student_t", resamples=10, seed=0,
-                           confidence=0.95)  # fmt: skip
+    got = method_intervals(np.full((5, 1), 0.1), "student_t", resamples=10, seed=0, confidence=0.95)
     assert got.low[0] == got.high[0] == got.estimate[0] == pytest.approx(math.exp(0.1))
 
 
@@ -151,10 +150,19 @@ def test_the_example_campaigns_written_before_the_field_keep_their_digest() -> N
 def _store(tmp_path: Path, name: str, interval: str | None) -> Store:
     camps, attempts = campaigns_and_attempts(4)
     if interval is not None:
-        camps = [{**c, **campaign(c["campaign_id"], better=c["metric_better"],
-                                  resamples=c["resamples"],
-                                  min_improvement_pct=c["min_improvement_pct"],
-                                  interval=interval)} for c in camps]  # fmt: skip
+        camps = [
+            {
+                **c,
+                **campaign(
+                    c["campaign_id"],
+                    better=c["metric_better"],
+                    resamples=c["resamples"],
+                    min_improvement_pct=c["min_improvement_pct"],
+                    interval=interval,
+                ),
+            }
+            for c in camps
+        ]
     s = Store(tmp_path / name)
     write_store(s, camps, attempts)
     return s
@@ -184,4 +192,3 @@ def test_default_campaigns_record_the_percentile_method(tmp_path: Path) -> None:
 def test_bad_interval_what_if(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="expected percentile, expanded_percentile, student_t"):
         assess(_store(tmp_path, "s", None), what_if={"interval": "bca"})
-

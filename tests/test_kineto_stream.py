@@ -205,9 +205,27 @@ def _reference_ns(text: str) -> int | None:
 
 def test_times_become_exact_nanoseconds_or_are_refused() -> None:
     rng = random.Random(12)
-    texts = ["0", "0.001", "999999999999999.999", "1000000000000000", "5.1234", "1e3", "-1",
-             "null", "true", '"12.5"', '"1\\n2"', "[1, 2]", '{"a": 1.5}', "12.50", "0.0",
-             "1234567890123456789", "12345678901234567890", "1.2.3", "."]  # fmt: skip
+    texts = [
+        "0",
+        "0.001",
+        "999999999999999.999",
+        "1000000000000000",
+        "5.1234",
+        "1e3",
+        "-1",
+        "null",
+        "true",
+        '"12.5"',
+        '"1\\n2"',
+        "[1, 2]",
+        '{"a": 1.5}',
+        "12.50",
+        "0.0",
+        "1234567890123456789",
+        "12345678901234567890",
+        "1.2.3",
+        ".",
+    ]
     for _ in range(3000):
         whole = str(rng.randrange(10 ** rng.randrange(1, 17)))
         texts.append(whole + rng.choice(["", "."]) + str(rng.randrange(10**4))[: rng.randrange(5)])
@@ -258,13 +276,18 @@ def test_an_inherited_polars_default_is_not_a_users_setting() -> None:
         "print(load_polars('muzzy_decay_ms:0'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    loaded = subprocess.run([sys.executable, "-c", "import os, polars; "
-                             "print(os.environ['_RJEM_MALLOC_CONF'])"], env=env,
-                            capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import os, polars; print(os.environ['_RJEM_MALLOC_CONF'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     for inherited, made in ((loaded, "True"), (f"{loaded},narenas:2", "False"), (None, "True")):
         child = dict(env) if inherited is None else {**env, "_RJEM_MALLOC_CONF": inherited}
-        out = subprocess.run([sys.executable, "-c", check], env=child, capture_output=True,
-                             text=True, check=True).stdout.strip()  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", check], env=child, capture_output=True, text=True, check=True
+        ).stdout.strip()
         assert out == made, (inherited, out)
 
 

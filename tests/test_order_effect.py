@@ -26,10 +26,16 @@ def attempt(aid: str, xs: list[float], baseline_first: list[bool], **extra: Any)
 
 def computed(attempts: list[Attempt], **policy: Any) -> dict[str, dict[str, Any]]:
     data = inputs([campaign("c", resamples=50, **policy)], attempts)
-    frame = order_effects(data.attempts, data.samples, quantities.pair_frames(data),
-                          data.campaigns)  # fmt: skip
-    assert frame.columns == ["campaign_id", "attempt_id", "order_effect", "order_effect_low",
-                             "order_effect_high", "order_bias", "order_effect_reason"]  # fmt: skip
+    frame = order_effects(data.attempts, data.samples, quantities.pair_frames(data), data.campaigns)
+    assert frame.columns == [
+        "campaign_id",
+        "attempt_id",
+        "order_effect",
+        "order_effect_low",
+        "order_effect_high",
+        "order_bias",
+        "order_effect_reason",
+    ]
     return {r["attempt_id"]: r for r in frame.iter_rows(named=True)}
 
 
@@ -71,8 +77,10 @@ def test_a_position_effect_is_flagged() -> None:
     # the second run 3% slower: x = -ln 1.03 when the baseline ran first, +ln 1.03 otherwise
     rng = np.random.default_rng(1)
     first = [bool(i % 2) for i in range(20)]
-    xs = [(-1 if f else 1) * math.log(1.03) + e for f, e in zip(first, rng.normal(0, 0.01, 20),
-                                                                strict=True)]  # fmt: skip
+    xs = [
+        (-1 if f else 1) * math.log(1.03) + e
+        for f, e in zip(first, rng.normal(0, 0.01, 20), strict=True)
+    ]
     got = computed([attempt("r1", xs, first)])["r1"]
     assert got["order_bias"] is True
     assert got["order_effect"] == pytest.approx(1 / 1.03**2, rel=0.01)
@@ -90,18 +98,25 @@ def test_reasons() -> None:
     del unordered.runs[5]["order"]
     zero = attempt("r5", [0.1, 0.0, 0.2, 0.1], [True, False, True, False])
     zero.runs[0]["metric"] = 0.0  # a zero baseline: the metric has no log-ratio
-    got = computed([
-        Attempt("c", "r1", 1, []),  # no run at all
-        attempt("r2", [], []),
-        unordered,
-        attempt("r4", [0.1, 0.0, 0.2, 0.1], [True, True, True, False]),
-        zero,
-        attempt("r6", [0.1, 0.0, 0.2], [True, False, True]),
-    ])  # fmt: skip
+    got = computed(
+        [
+            Attempt("c", "r1", 1, []),  # no run at all
+            attempt("r2", [], []),
+            unordered,
+            attempt("r4", [0.1, 0.0, 0.2, 0.1], [True, True, True, False]),
+            zero,
+            attempt("r6", [0.1, 0.0, 0.2], [True, False, True]),
+        ]
+    )
     reasons = {k: v["order_effect_reason"] for k, v in got.items()}
-    assert reasons == {"r1": "not_applicable", "r2": "not_applicable", "r3": "no_order",
-                       "r4": "too_few_per_order", "r5": "not_applicable",
-                       "r6": "too_few_per_order"}  # fmt: skip
+    assert reasons == {
+        "r1": "not_applicable",
+        "r2": "not_applicable",
+        "r3": "no_order",
+        "r4": "too_few_per_order",
+        "r5": "not_applicable",
+        "r6": "too_few_per_order",
+    }
     for row in got.values():
         assert row["order_effect"] is None and row["order_bias"] is None
 

@@ -9,13 +9,16 @@ import pytest
 from pipeline.output.numbers import HTML, TEXT, fmt_number, fmt_paired
 
 
-@pytest.mark.parametrize(("value", "text", "page"), [
-    (None, "-", "—"),
-    (math.nan, "-", "—"),
-    (math.inf, "inf", "∞"),
-    (-math.inf, "-inf", "−∞"),
-    (1.23456, "1.2346", "1.2346"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "text", "page"),
+    [
+        (None, "-", "—"),
+        (math.nan, "-", "—"),
+        (math.inf, "inf", "∞"),
+        (-math.inf, "-inf", "−∞"),
+        (1.23456, "1.2346", "1.2346"),
+    ],
+)
 def test_marks_per_medium(value: float | None, text: str, page: str) -> None:
     assert (fmt_number(value), fmt_number(value, marks=HTML)) == (text, page)
 

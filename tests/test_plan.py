@@ -69,23 +69,53 @@ def test_a_spread_of_rounding_noise_is_priced_at_min_pairs() -> None:
 
 def test_sequential_columns_stop_early_on_clear_cases_and_rarely_pass_aa() -> None:
     rng = np.random.default_rng(0)
-    power, mean, p90 = sequential_pairs(math.log(1.5), 1.01, 0.05, first_look=6, max_pairs=40,
-                                        confidence=0.95, rng=rng)  # fmt: skip
+    power, mean, p90 = sequential_pairs(
+        math.log(1.5), 1.01, 0.05, first_look=6, max_pairs=40, confidence=0.95, rng=rng
+    )
     assert (power, mean, p90) == (1.0, 6.0, 6.0)
-    power, mean, _ = sequential_pairs(0.0, 1.01, 0.05, first_look=6, max_pairs=40,
-                                      confidence=0.95, rng=rng)  # fmt: skip
+    power, mean, _ = sequential_pairs(
+        0.0, 1.01, 0.05, first_look=6, max_pairs=40, confidence=0.95, rng=rng
+    )
     assert power <= 0.01  # A/A: a false PASS at most, within 2.5% by design
     assert mean < 0.3 * 40  # futility stops most A/A rounds early
 
 
 def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "loop"
-    run_main(["campaign", "start", str(folder), "--metric", "cpu_seconds", "--decision",
-              "paired", "--interval", "student_t"], capsys)  # fmt: skip
+    run_main(
+        [
+            "campaign",
+            "start",
+            str(folder),
+            "--metric",
+            "cpu_seconds",
+            "--decision",
+            "paired",
+            "--interval",
+            "student_t",
+        ],
+        capsys,
+    )
     same = shlex.join([sys.executable, str(WORKLOAD), "work=100000"])
-    code, _, _ = run_main(["round", str(folder), "--baseline", "a", "--candidate", "b",
-                           "--baseline-cmd", same, "--candidate-cmd", same, "-n", "6",
-                           "--warmup", "0"], capsys)  # fmt: skip
+    code, _, _ = run_main(
+        [
+            "round",
+            str(folder),
+            "--baseline",
+            "a",
+            "--candidate",
+            "b",
+            "--baseline-cmd",
+            same,
+            "--candidate-cmd",
+            same,
+            "-n",
+            "6",
+            "--warmup",
+            "0",
+        ],
+        capsys,
+    )
     assert code == 0
     code, out, err = run_main(["plan", str(folder), "--effect-pct", "5,50"], capsys)
     assert (code, err) == (0, "")

@@ -25,24 +25,45 @@ def test_given_values_are_kept_as_given_and_non_ascii_stays_utf8() -> None:
 
 
 def test_an_empty_policy_and_the_explicit_defaults_have_one_digest() -> None:
-    explicit = {"decision": "median", "require_explanation": False, "min_improvement_pct": 1.0,
-                "confidence": 0.95, "resamples": 10000, "seed": 0, "min_pairs": 5}
+    explicit = {
+        "decision": "median",
+        "require_explanation": False,
+        "min_improvement_pct": 1.0,
+        "confidence": 0.95,
+        "resamples": 10000,
+        "seed": 0,
+        "min_pairs": 5,
+    }
     assert policy_sha256({}) == policy_sha256(explicit)
     assert policy_sha256({}) != policy_sha256({"seed": 1})
 
 
 def test_writer_records_digests_of_what_it_wrote(tmp_path: Path) -> None:
-    folder = write_campaign(tmp_path, "c1", created_at="2026-11-01T10:00:00Z",
-                            metric={"name": "e2e_seconds", "better": "lower"}, policy={"seed": 3})
+    folder = write_campaign(
+        tmp_path,
+        "c1",
+        created_at="2026-11-01T10:00:00Z",
+        metric={"name": "e2e_seconds", "better": "lower"},
+        policy={"seed": 3},
+    )
     campaign = json.loads((folder / "campaign.json").read_text())
     assert campaign["policy_sha256"] == policy_sha256({"seed": 3})
     attempt = write_attempt(
         folder,
-        {"attempt_id": "r1", "round": 1, "candidate": "x", "baseline": "y", "status": "completed",
-         "declared_at": "2026-11-01T11:00:00Z", "started_at": "2026-11-01T12:00:00Z"},
+        {
+            "attempt_id": "r1",
+            "round": 1,
+            "candidate": "x",
+            "baseline": "y",
+            "status": "completed",
+            "declared_at": "2026-11-01T11:00:00Z",
+            "started_at": "2026-11-01T12:00:00Z",
+        },
         [{"side": "baseline", "repetition": 0, "status": "ok", "metric": 1.0}],
-        mechanism={"hypothesis": "h", "expectations": [
-            {"target": "region", "name": "a", "expect": "decrease"}]},
+        mechanism={
+            "hypothesis": "h",
+            "expectations": [{"target": "region", "name": "a", "expect": "decrease"}],
+        },
     )
     recorded = json.loads((attempt / "attempt.json").read_text())["mechanism_sha256"]
     assert recorded == hashlib.sha256((attempt / "mechanism.json").read_bytes()).hexdigest()

@@ -252,10 +252,15 @@ def _camp_rows(
     return _rows(comparisons(inputs([camp], [Attempt("c", "a", 1, runs, list(exps))])))
 
 
-@pytest.mark.parametrize(("better", "factor", "direction"), [
-    ("higher", 1.2, "improved"), ("higher", 0.8, "regressed"),
-    ("lower", 0.8, "improved"), ("lower", 1.2, "regressed"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("better", "factor", "direction"),
+    [
+        ("higher", 1.2, "improved"),
+        ("higher", 0.8, "regressed"),
+        ("lower", 0.8, "improved"),
+        ("lower", 1.2, "regressed"),
+    ],
+)
 def test_metric_direction_follows_better(better: str, factor: float, direction: str) -> None:
     b = [100.0, 101, 99, 100, 102, 98]
     row = _camp_rows(_pairs(b, [v * factor for v in b]), better)[("a", "metric", "e2e_seconds")]

@@ -47,7 +47,7 @@ def test_table_functions_are_refused_in_every_spelling_then_allowed(
     secret.write_text("token\n4242\n")
     spellings = [
         (f"SELECT * FROM read_csv('{secret}')", "read_csv"),
-        (f'SELECT * FROM "read_csv"(\'{secret}\')', "read_csv"),
+        (f"SELECT * FROM \"read_csv\"('{secret}')", "read_csv"),
         (f"select * from READ_CSV('{secret}')", "READ_CSV"),
         (f"SELECT * FROM samples, /* x */ read_csv ('{secret}') AS s", "read_csv"),
         ("SELECT * FROM Read_Parquet('https://example.invalid/x.parquet')", "Read_Parquet"),
@@ -57,14 +57,22 @@ def test_table_functions_are_refused_in_every_spelling_then_allowed(
         done = cli("query", sql, "--store", str(assessed))
         assert (done.returncode, done.stdout) == (2, ""), sql
         assert done.stderr == REFUSED.format(name=f'"{name}"'), sql
-    allowed = cli("query", f"SELECT * FROM read_csv('{secret}')", "--store", str(assessed),
-                  "--format", "csv", "--allow-files")  # fmt: skip
+    allowed = cli(
+        "query",
+        f"SELECT * FROM read_csv('{secret}')",
+        "--store",
+        str(assessed),
+        "--format",
+        "csv",
+        "--allow-files",
+    )
     assert (allowed.returncode, allowed.stdout) == (0, "token\n4242\n"), allowed.stderr
 
 
 def test_queries_over_the_store_tables_still_run(assessed: Path) -> None:
-    done = cli("query", "SELECT count(*) AS n FROM samples", "--store", str(assessed),
-               "--format", "csv")  # fmt: skip
+    done = cli(
+        "query", "SELECT count(*) AS n FROM samples", "--store", str(assessed), "--format", "csv"
+    )
     assert (done.returncode, done.stdout) == (0, "n\n12\n"), done.stderr
 
 
@@ -83,5 +91,6 @@ def test_report_never_writes_through_a_link_at_a_predictable_name(
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert not (out / "report.html").is_symlink()
     leftovers = sorted(p.name for p in out.iterdir())
-    assert leftovers == sorted([".report.html.tmp", ".report.html.tmp.0", "report.html.tmp",
-                                "report.html"])  # fmt: skip
+    assert leftovers == sorted(
+        [".report.html.tmp", ".report.html.tmp.0", "report.html.tmp", "report.html"]
+    )

@@ -31,6 +31,8 @@ from pipeline.engines import open_engine
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt, write_campaign
 
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
+
 MECHANISM = {
     "hypothesis": "fusing saves launches",
     "expectations": [
@@ -53,23 +55,39 @@ def _runs(rng: np.random.Generator, gain: float) -> list[dict[str, Any]]:
                 out.append({"side": side, "repetition": rep, "status": "failed"})
                 continue
             d = float(rng.lognormal(0, 0.03))
-            bd = {s: {"attn": round(g * d * 0.4, 7), "mlp": round(d, 7), "ref": round(d * 0.5, 7)}
-                  for s in ("s0", "s1")}  # fmt: skip
+            bd = {
+                s: {"attn": round(g * d * 0.4, 7), "mlp": round(d, 7), "ref": round(d * 0.5, 7)}
+                for s in ("s0", "s1")
+            }
             metric = round(sum(v for r in bd.values() for v in r.values()), 7)
-            out.append({"side": side, "repetition": rep, "status": "ok", "metric": metric,
-                        "breakdown": bd, "counters": {"launches": round(100 * g)}})  # fmt: skip
+            out.append(
+                {
+                    "side": side,
+                    "repetition": rep,
+                    "status": "ok",
+                    "metric": metric,
+                    "breakdown": bd,
+                    "counters": {"launches": round(100 * g)},
+                }
+            )
     return out
 
 
 def _campaign(root: Path, cid: str, n: int, seed: int, better: str = "lower") -> Path:
     rng = np.random.default_rng(seed)
     metric = {"name": "e2e_seconds", "better": better}
-    folder = write_campaign(root, cid, created_at="2026-11-01T09:00:00Z", metric=metric,
-                            policy={"resamples": 300})  # fmt: skip
+    folder = write_campaign(
+        root, cid, created_at="2026-11-01T09:00:00Z", metric=metric, policy={"resamples": 300}
+    )
     for rnd in range(1, n + 1):
-        doc = {"attempt_id": f"r{rnd:03d}", "round": rnd, "candidate": f"cand-{rnd}",
-               "baseline": "main", "status": "completed" if rnd < 4 else "failed",
-               "started_at": "2026-11-01T12:00:00Z"}  # fmt: skip
+        doc = {
+            "attempt_id": f"r{rnd:03d}",
+            "round": rnd,
+            "candidate": f"cand-{rnd}",
+            "baseline": "main",
+            "status": "completed" if rnd < 4 else "failed",
+            "started_at": "2026-11-01T12:00:00Z",
+        }
         if rnd % 2:
             doc["declared_at"] = "2026-11-01T11:00:00Z"
         gain = float(rng.choice([0.7, 0.97, 1.0, 1.2]))
@@ -159,8 +177,19 @@ def test_assess_all_from_another_process_stores_what_local_stores(
     shutil.copytree(ingested, remote)
     code, out, err = cli(["assess", "--all", "--store", str(local)], capsys)
     assert (code, err) == (3, "error: blocked by integrity errors: gamma\n")
-    command = [sys.executable, "-m", "pipeline", "assess", "--all", "--store", str(remote),
-               "--engine", "ray", "--ray-address", cluster]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "assess",
+        "--all",
+        "--store",
+        str(remote),
+        "--engine",
+        "ray",
+        "--ray-address",
+        cluster,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert (done.returncode, done.stdout, done.stderr) == (code, out, err)
     assert_same_store(local, remote)
@@ -188,8 +217,18 @@ def test_what_if_on_ray_prints_what_local_prints_and_writes_nothing(
 ) -> None:
     assert cli(["assess", "--all", "--store", str(ingested)], capsys)[0] == 3
     before = store_files(ingested)
-    args = ["assess", "--all", "--store", str(ingested), "--format", "json",
-            "--what-if", "resamples=400", "--what-if", "decision=paired"]  # fmt: skip
+    args = [
+        "assess",
+        "--all",
+        "--store",
+        str(ingested),
+        "--format",
+        "json",
+        "--what-if",
+        "resamples=400",
+        "--what-if",
+        "decision=paired",
+    ]
     local = cli(args, capsys)
     remote = cli([*args, "--engine", "ray"], capsys)
     assert local == remote and local[0] == 3
@@ -219,8 +258,14 @@ def test_ingest_on_ray_stores_what_local_stores(
     assert runs[0] == runs[1] and runs[0][0] == 1
     assert "attempts/beta/r002/measurements.jsonl:" in runs[0][2]
     assert_same_store(Path("local"), Path("ray"))
-    changed = {"attempt_id": "r002", "round": 2, "candidate": "c", "baseline": "main",
-               "status": "completed", "started_at": "2026-11-01T12:00:00Z"}  # fmt: skip
+    changed = {
+        "attempt_id": "r002",
+        "round": 2,
+        "candidate": "c",
+        "baseline": "main",
+        "status": "completed",
+        "started_at": "2026-11-01T12:00:00Z",
+    }
     write_attempt(Path("attempts/alpha"), changed, _runs(np.random.default_rng(9), 0.8))
     again = [
         cli(["ingest", "attempts", "--store", e, "--engine", e], capsys) for e in ("local", "ray")
@@ -258,8 +303,19 @@ def test_ray_address_without_ray_engine_is_a_usage_error(
 
 def test_unreachable_ray_address_exits_2_at_once(tmp_path: Path) -> None:
     """In a subprocess: this process has a Ray session already, which the engine would join."""
-    command = [sys.executable, "-m", "pipeline", "assess", "--all", "--store", str(tmp_path),
-               "--engine", "ray", "--ray-address", "127.0.0.1:1"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline",
+        "assess",
+        "--all",
+        "--store",
+        str(tmp_path),
+        "--engine",
+        "ray",
+        "--ray-address",
+        "127.0.0.1:1",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     expected = (
         "error: --ray-address 127.0.0.1:1: no Ray cluster answers there (Connection refused)\n"
@@ -280,8 +336,16 @@ def test_without_ray_the_engine_exits_2_with_the_install_command(tmp_path: Path)
         "pip install 'explain-pipeline[ray]'\n"
     )
     for args in (["ingest", str(attempts)], ["assess", "--all"]):
-        command = [sys.executable, "-m", "pipeline", *args, "--store", str(tmp_path / "s"),
-                   "--engine", "ray"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "pipeline",
+            *args,
+            "--store",
+            str(tmp_path / "s"),
+            "--engine",
+            "ray",
+        ]
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
         assert (done.returncode, done.stdout, done.stderr) == (2, "", expected)
     assert not (tmp_path / "s").exists()  # nothing was written

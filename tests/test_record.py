@@ -28,6 +28,8 @@ from pipeline.record.order import SIDES, schedule
 from pipeline.record.runner import run_environment
 from pipeline.store.tables import Store
 
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
+
 CLI = Path(sys.executable).with_name("explain-pipeline")
 WORKLOAD = Path(__file__).with_name("record_workload.py")
 KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
@@ -63,8 +65,17 @@ def moment(text: str) -> datetime:
 
 
 def start(folder: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> Path:
-    args = ["campaign", "start", str(folder), "--metric", "cpu_seconds", "--decision", "paired",
-            "--require-explanation", *extra]  # fmt: skip
+    args = [
+        "campaign",
+        "start",
+        str(folder),
+        "--metric",
+        "cpu_seconds",
+        "--decision",
+        "paired",
+        "--require-explanation",
+        *extra,
+    ]
     code, _, err = run_main(args, capsys)
     assert (code, err) == (0, "")
     return folder
@@ -83,9 +94,21 @@ def mechanism(tmp_path: Path) -> Path:
 
 
 def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
-    return ["round", str(folder), "--baseline", "main", "--candidate", "change",
-            "--baseline-cmd", baseline, "--candidate-cmd", candidate, "--warmup", "0",
-            *extra]  # fmt: skip
+    return [
+        "round",
+        str(folder),
+        "--baseline",
+        "main",
+        "--candidate",
+        "change",
+        "--baseline-cmd",
+        baseline,
+        "--candidate-cmd",
+        candidate,
+        "--warmup",
+        "0",
+        *extra,
+    ]
 
 
 # -- order design ---------------------------------------------------------------------------
@@ -118,15 +141,20 @@ def test_campaign_start_writes_the_full_policy_and_refuses_a_second_start(
     from pipeline.contract.policy import POLICY_DEFAULTS, policy_sha256
 
     document = json.loads((campaign / "campaign.json").read_text())
-    assert document["policy"] == {**POLICY_DEFAULTS, "decision": "paired",
-                                  "require_explanation": True}  # fmt: skip
+    assert document["policy"] == {
+        **POLICY_DEFAULTS,
+        "decision": "paired",
+        "require_explanation": True,
+    }
     assert document["policy_sha256"] == policy_sha256(document["policy"])
     assert document["metric"] == {"name": "cpu_seconds", "better": "lower"}
     before = (campaign / "campaign.json").read_bytes()
     code, out, err = run_main(["campaign", "start", str(campaign), "--metric", "x"], capsys)
     assert (code, out) == (2, "")
-    assert err == (f"error: {campaign}/campaign.json: already exists; a campaign's policy is "
-                   "frozen at its start (start a new campaign to change it)\n")  # fmt: skip
+    assert err == (
+        f"error: {campaign}/campaign.json: already exists; a campaign's policy is "
+        "frozen at its start (start a new campaign to change it)\n"
+    )
     assert (campaign / "campaign.json").read_bytes() == before
 
 
@@ -138,29 +166,35 @@ def test_campaign_start_interval_enters_the_digest_only_when_not_the_default(
     digests = {}
     for interval in ("percentile", "student_t"):
         folder = tmp_path / interval
-        run_main(["campaign", "start", str(folder), "--metric", "s", "--interval", interval],
-                 capsys)  # fmt: skip
+        run_main(
+            ["campaign", "start", str(folder), "--metric", "s", "--interval", interval], capsys
+        )
         document = json.loads((folder / "campaign.json").read_text())
         assert document["policy"]["interval"] == interval
         digests[interval] = document["policy_sha256"]
         canonical = json.loads(canonical_policy(document["policy"]))
         assert ("interval" in canonical) == (interval != "percentile")
-    v1 = ('{"confidence":0.95,"decision":"median","min_improvement_pct":1.0,"min_pairs":5,'
-          '"require_explanation":false,"resamples":10000,"seed":0}')  # the digest before v1.1
+    v1 = (
+        '{"confidence":0.95,"decision":"median","min_improvement_pct":1.0,"min_pairs":5,'
+        '"require_explanation":false,"resamples":10000,"seed":0}'
+    )  # the digest before v1.1
     assert digests["percentile"] == hashlib.sha256(v1.encode()).hexdigest()
 
 
 def test_campaign_start_needs_a_valid_id(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = run_main(["campaign", "start", str(tmp_path / "bad name"), "--metric", "s"],
-                            capsys)  # fmt: skip
+    code, _, err = run_main(
+        ["campaign", "start", str(tmp_path / "bad name"), "--metric", "s"], capsys
+    )
     assert code == 2 and "must match" in err
     assert not (tmp_path / "bad name").exists()
 
 
-@pytest.mark.parametrize(("option", "value"), [("--resamples", "1000001"), ("--min-pairs", "4"),
-                                                ("--min-improvement-pct", "1000.5")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--resamples", "1000001"), ("--min-pairs", "4"), ("--min-improvement-pct", "1000.5")],
+)
 def test_campaign_start_refuses_policies_ingest_would_reject(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str
 ) -> None:
@@ -168,8 +202,9 @@ def test_campaign_start_refuses_policies_ingest_would_reject(
 
     key = option.lstrip("-").replace("-", "_")
     spec = document_schema("campaign")["properties"]["policy"]["properties"][key]
-    code, _, err = run_main(["campaign", "start", str(tmp_path / "c"), "--metric", "s", option,
-                             value], capsys)  # fmt: skip
+    code, _, err = run_main(
+        ["campaign", "start", str(tmp_path / "c"), "--metric", "s", option, value], capsys
+    )
     assert code == 2 and f"Invalid value for '{option}'" in err
     assert str(spec["maximum"] if float(value) > spec["minimum"] else spec["minimum"]) in err
     assert not (tmp_path / "c").exists()
@@ -186,9 +221,20 @@ def test_aa_round_and_a_real_improvement(
     n, seed = 8, 12345
     same = workload()
     for candidate in (same, workload("work=10000")):
-        code, out, err = run_main(round_args(campaign, same, candidate, "-n", str(n),
-                                             "--order-seed", str(seed), "--mechanism-file",
-                                             str(mechanism)), capsys)  # fmt: skip
+        code, out, err = run_main(
+            round_args(
+                campaign,
+                same,
+                candidate,
+                "-n",
+                str(n),
+                "--order-seed",
+                str(seed),
+                "--mechanism-file",
+                str(mechanism),
+            ),
+            capsys,
+        )
         assert (code, err) == (0, "")
         assert "completed" in out
     for attempt in ("r001", "r002"):
@@ -230,13 +276,16 @@ def test_failed_runs_are_recorded_and_the_round_completes(
     campaign: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     candidate = workload("fail=1:exit,2:hang,3:invalid")
-    code, out, err = run_main(round_args(campaign, workload(), candidate, "-n", "5",
-                                         "--timeout", "5"), capsys)  # fmt: skip
+    code, out, err = run_main(
+        round_args(campaign, workload(), candidate, "-n", "5", "--timeout", "5"), capsys
+    )
     assert code == 0
     # only the first failure is shown, with the end of its stderr
     log_path = campaign / "r001" / "runs.log"
-    assert err == ("warning: candidate run (repetition 1) failed: exit code 3; its stderr ends "
-                   f"with:\n    | boom: asked to fail\n  every run is logged in {log_path}\n")
+    assert err == (
+        "warning: candidate run (repetition 1) failed: exit code 3; its stderr ends "
+        f"with:\n    | boom: asked to fail\n  every run is logged in {log_path}\n"
+    )
     assert "candidate 2 ok, 3 failed; 2 pairs" in out
     folder = campaign / "r001"
     status = {(x["side"], x["repetition"]): x["status"] for x in lines_of(folder)}
@@ -272,16 +321,21 @@ def test_a_side_whose_warmups_all_fail_stops_the_round_at_once(
     args = round_args(campaign, "true", "sh -c 'echo boom >&2; exit 3'", "-n", "20")
     code, out, err = run_main([*args, "--warmup", "2"], capsys)
     assert code == 6
-    assert out.startswith("round 1 (r001): failed (stopped: every warm-up run of the candidate "
-                          "failed)\n  baseline 0 ok, 0 failed; candidate 0 ok, 0 failed; 0 pairs")
-    assert err.startswith("warning: candidate run (warm-up) failed: exit code 3; its stderr ends "
-                          "with:\n    | boom\n")  # fmt: skip
+    assert out.startswith(
+        "round 1 (r001): failed (stopped: every warm-up run of the candidate "
+        "failed)\n  baseline 0 ok, 0 failed; candidate 0 ok, 0 failed; 0 pairs"
+    )
+    assert err.startswith(
+        "warning: candidate run (warm-up) failed: exit code 3; its stderr ends with:\n    | boom\n"
+    )
     folder = campaign / "r001"
     assert len(_runs_logged(folder)) == 4  # the warm-ups only, none of the 40 runs
     assert (folder / "measurements.jsonl").read_text() == ""
     assert json.loads((folder / "attempt.json").read_text())["status"] == "failed"
-    assert "stopped: every warm-up run of the candidate failed; the attempt is failed" in (
-        folder / "runs.log").read_text()  # fmt: skip
+    assert (
+        "stopped: every warm-up run of the candidate failed; the attempt is failed"
+        in (folder / "runs.log").read_text()
+    )
 
 
 def test_consecutive_failures_stop_the_round(
@@ -294,8 +348,9 @@ def test_consecutive_failures_stop_the_round(
     code, out, err = run_main(round_args(campaign, "false", "true", "-n", "30"), capsys)
     assert code == 6
     assert f"(stopped: the baseline failed {GIVE_UP_AFTER} runs in a row)" in out
-    assert err.startswith("warning: baseline run (repetition 0) failed: exit code 1 (its stderr "
-                          "is empty)\n")  # fmt: skip
+    assert err.startswith(
+        "warning: baseline run (repetition 0) failed: exit code 1 (its stderr is empty)\n"
+    )
     lines = lines_of(campaign / "r001")
     assert sum(x["side"] == "baseline" for x in lines) == GIVE_UP_AFTER
     # the candidate ran in each of those repetitions but perhaps the last
@@ -330,8 +385,9 @@ def test_interrupted_round_is_an_aborted_attempt_that_ingest_accepts(
 ) -> None:
     slow = shlex.join([sys.executable, "-c", "import time; time.sleep(0.3)"])
     args = round_args(campaign, slow, slow, "-n", "50")
-    process = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     measurements = campaign / "r001" / "measurements.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (
@@ -356,8 +412,9 @@ def test_a_round_killed_at_any_moment_leaves_whole_lines(campaign: Path, tmp_pat
     recorder can write their lines: the file holds whole lines only, and ingest accepts it."""
     for attempt, delay in enumerate((0.0, 0.004, 0.03)):
         args = round_args(campaign, "true", "true", "-n", "100000", "--attempt-id", f"k{attempt}")
-        process = subprocess.Popen([str(CLI), *args], stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)  # fmt: skip
+        process = subprocess.Popen(
+            [str(CLI), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         measurements = campaign / f"k{attempt}" / "measurements.jsonl"
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and (
@@ -379,11 +436,14 @@ def test_benchmark_campaign_refuses_a_mechanism(
 ) -> None:
     folder = tmp_path / "suite"
     run_main(["campaign", "start", str(folder), "--metric", "s", "--kind", "benchmark"], capsys)
-    code, out, err = run_main(round_args(folder, workload(), workload(), "--mechanism-file",
-                                         str(mechanism)), capsys)  # fmt: skip
+    code, out, err = run_main(
+        round_args(folder, workload(), workload(), "--mechanism-file", str(mechanism)), capsys
+    )
     assert (code, out) == (2, "")
-    assert err == (f"error: --mechanism-file {mechanism}: a benchmark campaign refuses mechanism "
-                   "declarations\n")  # fmt: skip
+    assert err == (
+        f"error: --mechanism-file {mechanism}: a benchmark campaign refuses mechanism "
+        "declarations\n"
+    )
     assert sorted(p.name for p in folder.iterdir()) == ["campaign.json"]
 
 
@@ -391,14 +451,26 @@ def test_invalid_mechanism_is_rejected_with_its_line(
     campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**MECHANISM, "expectations": [
-        {"target": "region", "name": "work", "expect": "faster"},
-        {"target": "region", "name": "fixed", "expect": "increase"}]}, indent=2))  # fmt: skip
-    code, _, err = run_main(round_args(campaign, workload(), workload(), "--mechanism-file",
-                                       str(bad)), capsys)  # fmt: skip
+    bad.write_text(
+        json.dumps(
+            {
+                **MECHANISM,
+                "expectations": [
+                    {"target": "region", "name": "work", "expect": "faster"},
+                    {"target": "region", "name": "fixed", "expect": "increase"},
+                ],
+            },
+            indent=2,
+        )
+    )
+    code, _, err = run_main(
+        round_args(campaign, workload(), workload(), "--mechanism-file", str(bad)), capsys
+    )
     assert code == 1
-    assert err == (f'error: {bad}:8: field "expectations[0].expect": must be one of decrease, '
-                   'increase, unchanged, got "faster" [not_allowed]\n')  # fmt: skip
+    assert err == (
+        f'error: {bad}:8: field "expectations[0].expect": must be one of decrease, '
+        'increase, unchanged, got "faster" [not_allowed]\n'
+    )
     assert sorted(p.name for p in campaign.iterdir()) == ["campaign.json"]
 
 
@@ -408,8 +480,11 @@ def test_round_needs_a_started_campaign_and_real_programs(
     code, _, err = run_main(round_args(tmp_path / "nope", "true", "true"), capsys)
     assert code == 2 and "no campaign.json here (start the campaign first" in err
     code, _, err = run_main(round_args(campaign, "no-such-program-x", "true"), capsys)
-    assert (code, err) == (2, "error: --baseline-cmd 'no-such-program-x': 'no-such-program-x' "
-                              "is not an executable program\n")  # fmt: skip
+    assert (code, err) == (
+        2,
+        "error: --baseline-cmd 'no-such-program-x': 'no-such-program-x' "
+        "is not an executable program\n",
+    )
 
 
 # -- trace kineto ---------------------------------------------------------------------------
@@ -418,11 +493,18 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
 ) -> None:
     from pipeline.importers import import_line
 
-    copy = shlex.join([sys.executable, "-c", "import os, shutil, sys; shutil.copy(sys.argv[1], "
-                       "os.environ['EXPLAIN_TRACE_DIR'])", str(KINETO)])  # fmt: skip
+    copy = shlex.join(
+        [
+            sys.executable,
+            "-c",
+            "import os, shutil, sys; shutil.copy(sys.argv[1], os.environ['EXPLAIN_TRACE_DIR'])",
+            str(KINETO),
+        ]
+    )
     nothing = shlex.join([sys.executable, "-c", "pass"])
-    code, _, err = run_main(round_args(campaign, copy, copy, "-n", "2", "--trace", "kineto"),
-                            capsys)  # fmt: skip
+    code, _, err = run_main(
+        round_args(campaign, copy, copy, "-n", "2", "--trace", "kineto"), capsys
+    )
     assert (code, err) == (0, "")
     reference, _ = import_line("kineto", [str(KINETO)], side="baseline", repetition=0)
     for line in lines_of(campaign / "r001"):
@@ -431,8 +513,9 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
             assert line[key] == reference[key]
         ours = {k: v for k, v in line["counters"].items() if not k.startswith("rusage.")}
         assert ours == reference["counters"]  # and the recorder's rusage.* beside them
-    code, _, _ = run_main(round_args(campaign, copy, nothing, "-n", "1", "--trace", "kineto"),
-                          capsys)  # fmt: skip
+    code, _, _ = run_main(
+        round_args(campaign, copy, nothing, "-n", "1", "--trace", "kineto"), capsys
+    )
     assert code == 6  # the candidate left no trace: not one pair
     log = (campaign / "r002" / "runs.log").read_text()
     expected = "no trace in $EXPLAIN_TRACE_DIR (expected exactly one *.json or *.json.gz)"
@@ -446,8 +529,9 @@ def test_ab_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert (code, err) == (0, ""), out
     assert f"A (baseline):  {slow}\nB (candidate): {fast}\n" in out
     assert "verdict: PASS (decided by the paired rule, interval student_t, gate 1 %" in out
-    code, out, _ = run_main(["ab", fast, slow, "-n", "6", "--warmup", "0", "--keep",
-                             str(tmp_path / "kept")], capsys)  # fmt: skip
+    code, out, _ = run_main(
+        ["ab", fast, slow, "-n", "6", "--warmup", "0", "--keep", str(tmp_path / "kept")], capsys
+    )
     assert code == 5
     assert "verdict: FAIL (regressed)" in out
     assert (tmp_path / "kept" / "r001" / "measurements.jsonl").is_file()
@@ -464,7 +548,6 @@ def test_ab_interval_option_and_median_rule(capsys: pytest.CaptureFixture[str]) 
     assert code == 0 and "(decided by the median rule, gate" in out
 
 
-
 def test_ab_of_a_failing_command_exits_6_and_keeps_its_folder(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -472,8 +555,10 @@ def test_ab_of_a_failing_command_exits_6_and_keeps_its_folder(
     assert code == 6
     assert "    | boom\n" in err
     kept = out.split("its stderr in ")[-1].strip()
-    assert out.rstrip().endswith(f"the round failed (every warm-up run of the candidate failed): "
-                                 f"its folder is kept, every run with its stderr in {kept}")
+    assert out.rstrip().endswith(
+        f"the round failed (every warm-up run of the candidate failed): "
+        f"its folder is kept, every run with its stderr in {kept}"
+    )
     log = Path(kept)
     assert log.name == "runs.log" and "| boom" in log.read_text()
     shutil.rmtree(log.parent.parent.parent)  # explain-ab-*/ab/r001/runs.log
@@ -516,15 +601,30 @@ def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
     target = tmp_path / "m.json"
     runs = {}
     for dtype in ("float64", "float32"):
-        subprocess.run([sys.executable, str(data / "measure_numpy.py"), "--size", "64", "--steps",
-                        "2", "--dtype", dtype], check=True, timeout=120,
-                       env={**os.environ, "EXPLAIN_MEASUREMENT": str(target)})  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                str(data / "measure_numpy.py"),
+                "--size",
+                "64",
+                "--steps",
+                "2",
+                "--dtype",
+                dtype,
+            ],
+            check=True,
+            timeout=120,
+            env={**os.environ, "EXPLAIN_MEASUREMENT": str(target)},
+        )
         runs[dtype] = json.loads(target.read_text())
         line = {"side": "baseline", "repetition": 0, "status": "ok", **runs[dtype]}
         assert check_document("measurement", line) == []
         assert set(runs[dtype]["breakdown"]["step-1"]) == {"prepare", "matmul", "reduce"}
-    assert runs["float64"]["counters"]["matmul_bytes"] == 2 * runs["float32"]["counters"][
-        "matmul_bytes"] == 2 * 2 * 64 * 64 * 8  # fmt: skip
+    assert (
+        runs["float64"]["counters"]["matmul_bytes"]
+        == 2 * runs["float32"]["counters"]["matmul_bytes"]
+        == 2 * 2 * 64 * 64 * 8
+    )
     path = data / "float32_matmul.mechanism.json"
     assert validate_document(path, path.read_bytes(), "mechanism")[1] == []
 
@@ -532,8 +632,13 @@ def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
 def test_the_report_shows_how_an_attempt_was_recorded() -> None:
     from pipeline.report.pages import recording_html
 
-    info = {"recorder": "explain-pipeline 0.1.0", "order_seed": 7,
-            "environment": '{"host":"<box>","cpu_count":"2"}'}  # fmt: skip
-    assert recording_html(info) == ('<p class="note recording">recorded by explain-pipeline '
-                                    "0.1.0 · order seed 7 · cpu_count 2 · host &lt;box&gt;</p>")
+    info = {
+        "recorder": "explain-pipeline 0.1.0",
+        "order_seed": 7,
+        "environment": '{"host":"<box>","cpu_count":"2"}',
+    }
+    assert recording_html(info) == (
+        '<p class="note recording">recorded by explain-pipeline '
+        "0.1.0 · order seed 7 · cpu_count 2 · host &lt;box&gt;</p>"
+    )
     assert recording_html({"recorder": None, "environment": None}) == ""

@@ -15,6 +15,8 @@ import pytest
 from pipeline.record import DEFAULT_TIMEOUT
 from pipeline.record.runner import MAX_MEASUREMENT_BYTES
 
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
+
 CLI = Path(sys.executable).with_name("explain-pipeline")
 HANG_GUARD = 120  # seconds: only so that a regression fails instead of hanging the suite
 OK = shlex.join([sys.executable, "-c", "pass"])  # metric: its wall-clock time
@@ -40,9 +42,23 @@ def campaign(tmp_path: Path) -> Path:
 
 def one_round(campaign: Path, candidate: str, *extra: str) -> tuple[int, str]:
     """One repetition, no warm-up: the exit code and the candidate's line of runs.log."""
-    done = explain("round", str(campaign), "--baseline", "a", "--candidate", "b",
-                   "--baseline-cmd", OK, "--candidate-cmd", candidate, "-n", "1",
-                   "--warmup", "0", *extra)  # fmt: skip
+    done = explain(
+        "round",
+        str(campaign),
+        "--baseline",
+        "a",
+        "--candidate",
+        "b",
+        "--baseline-cmd",
+        OK,
+        "--candidate-cmd",
+        candidate,
+        "-n",
+        "1",
+        "--warmup",
+        "0",
+        *extra,
+    )
     log = (campaign / "r001" / "runs.log").read_text()
     line = next(x for x in log.splitlines() if "repetition 0   candidate" in x)
     return done.returncode, line
@@ -51,16 +67,20 @@ def one_round(campaign: Path, candidate: str, *extra: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("leave", "reason"),
     [
-        # today: open() of the FIFO blocks until a writer comes, which never happens
+        # before the fix: open() of the FIFO blocks until a writer comes, which never happens
         ("os.mkfifo(os.environ['EXPLAIN_MEASUREMENT'])", "is not a regular file (a FIFO)"),
-        # today: read until MemoryError (exit 4)
-        ("os.symlink('/dev/zero', os.environ['EXPLAIN_MEASUREMENT'])",
-         "is not a regular file (a symbolic link)"),
-        # today: read and parsed whole, however large (100 MB: 108 s and 1.15 GB)
-        (f"open(os.environ['EXPLAIN_MEASUREMENT'], 'w').truncate({MAX_MEASUREMENT_BYTES + 1})",
-         "is 4.0 MiB, more than the limit of 4 MiB for a measurement file"),
+        # before the fix: read until MemoryError (exit 4)
+        (
+            "os.symlink('/dev/zero', os.environ['EXPLAIN_MEASUREMENT'])",
+            "is not a regular file (a symbolic link)",
+        ),
+        # before the fix: read and parsed whole, however large (100 MB: 108 s and 1.15 GB)
+        (
+            f"open(os.environ['EXPLAIN_MEASUREMENT'], 'w').truncate({MAX_MEASUREMENT_BYTES + 1})",
+            "is 4.0 MiB, more than the limit of 4 MiB for a measurement file",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_measurement_file_that_is_not_a_small_regular_file_fails_the_run(
     campaign: Path, leave: str, reason: str
 ) -> None:
@@ -80,12 +100,16 @@ def test_a_file_at_the_cap_is_read(campaign: Path) -> None:
 @pytest.mark.parametrize(
     ("leave", "reason"),
     [
-        ("os.mkfifo(os.environ['EXPLAIN_TRACE_DIR'] + '/t.json')",
-         "trace t.json is not a regular file (a FIFO)"),
-        ("os.symlink('/dev/zero', os.environ['EXPLAIN_TRACE_DIR'] + '/t.json')",
-         "trace t.json is not a regular file (a symbolic link)"),
+        (
+            "os.mkfifo(os.environ['EXPLAIN_TRACE_DIR'] + '/t.json')",
+            "trace t.json is not a regular file (a FIFO)",
+        ),
+        (
+            "os.symlink('/dev/zero', os.environ['EXPLAIN_TRACE_DIR'] + '/t.json')",
+            "trace t.json is not a regular file (a symbolic link)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_trace_that_is_not_a_regular_file_fails_the_run(
     campaign: Path, leave: str, reason: str
 ) -> None:
@@ -106,21 +130,49 @@ def test_the_default_timeout_is_shown_and_0_means_none(campaign: Path) -> None:
         assert f"0: no limit. [default: {DEFAULT_TIMEOUT}; x>=0]" in " ".join(shown.split())
     one_round(campaign, OK)
     assert f"timeout {DEFAULT_TIMEOUT:g} s," in (campaign / "r001" / "runs.log").read_text()
-    explain("round", str(campaign), "--baseline", "a", "--candidate", "b", "--baseline-cmd", OK,
-            "--candidate-cmd", OK, "-n", "1", "--warmup", "0", "--timeout", "0")  # fmt: skip
+    explain(
+        "round",
+        str(campaign),
+        "--baseline",
+        "a",
+        "--candidate",
+        "b",
+        "--baseline-cmd",
+        OK,
+        "--candidate-cmd",
+        OK,
+        "-n",
+        "1",
+        "--warmup",
+        "0",
+        "--timeout",
+        "0",
+    )
     assert "timeout none," in (campaign / "r002" / "runs.log").read_text()
 
 
 def test_a_tampered_policy_is_refused_before_any_run(campaign: Path, tmp_path: Path) -> None:
-    # today: recorded against, caught only at `campaign final` (exit 3)
+    # before the fix: recorded against, caught only at `campaign final` (exit 3)
     path = campaign / "campaign.json"
     document = json.loads(path.read_text())
     document["policy"]["min_improvement_pct"] = 0.0  # the digest is left as it was
     path.write_text(json.dumps(document))
     marker = tmp_path / "ran"
     touch = python(f"open({str(marker)!r}, 'w')")
-    done = explain("round", str(campaign), "--baseline", "a", "--candidate", "b",
-                   "--baseline-cmd", touch, "--candidate-cmd", touch, "-n", "1")  # fmt: skip
+    done = explain(
+        "round",
+        str(campaign),
+        "--baseline",
+        "a",
+        "--candidate",
+        "b",
+        "--baseline-cmd",
+        touch,
+        "--candidate-cmd",
+        touch,
+        "-n",
+        "1",
+    )
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith(f'error: {path}: field "policy_sha256": ')
     assert "the policy was changed after the campaign started; nothing was run" in done.stderr

@@ -20,6 +20,8 @@ from pipeline.record.measure import MeasureFailure, MeasureOptions, instructions
 from pipeline.record.order import SIDES
 from pipeline.record.runner import run_environment
 
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
+
 RUSAGE = sorted(rusage_counters(resource.getrusage(resource.RUSAGE_SELF)))
 BUSY = "import os; sum(i * i for i in range(int(os.environ.get('N', '300000'))))"
 SUITE = """
@@ -49,8 +51,14 @@ def python(code: str) -> str:
     return shlex.join([sys.executable, "-c", code])
 
 
-def ab(tmp_path: Path, a: str, b: str, capsys: pytest.CaptureFixture[str], *extra: str,
-       quiet: bool = True) -> tuple[int, str, list[dict[str, Any]]]:  # fmt: skip
+def ab(
+    tmp_path: Path,
+    a: str,
+    b: str,
+    capsys: pytest.CaptureFixture[str],
+    *extra: str,
+    quiet: bool = True,
+) -> tuple[int, str, list[dict[str, Any]]]:
     kept = tmp_path / "kept"
     code, out, err = run_main(["ab", a, b, "--keep", str(kept), *extra], capsys)
     assert err == "" or not quiet, err
@@ -68,7 +76,8 @@ def test_every_ok_run_carries_rusage_counters(
         assert sorted(k for k in counters if k.startswith("rusage.")) == RUSAGE
         assert counters["rusage.cpu_seconds"] > 0.01  # 300k squares: tens of ms of CPU
         assert counters["rusage.cpu_seconds"] == pytest.approx(
-            counters["rusage.user_seconds"] + counters["rusage.system_seconds"])
+            counters["rusage.user_seconds"] + counters["rusage.system_seconds"]
+        )
         assert counters["rusage.max_rss_bytes"] > 1_000_000  # a Python interpreter
         assert counters["rusage.minor_faults"] > 0
 
@@ -76,8 +85,10 @@ def test_every_ok_run_carries_rusage_counters(
 def test_a_counter_the_command_writes_is_never_overwritten(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    writes = python("import json, os; json.dump({'counters': {'rusage.cpu_seconds': 123}}, "
-                    "open(os.environ['EXPLAIN_MEASUREMENT'], 'w'))")  # fmt: skip
+    writes = python(
+        "import json, os; json.dump({'counters': {'rusage.cpu_seconds': 123}}, "
+        "open(os.environ['EXPLAIN_MEASUREMENT'], 'w'))"
+    )
     _, _, lines = ab(tmp_path, writes, writes, capsys, "-n", "1", "--warmup", "0")
     assert [x["counters"]["rusage.cpu_seconds"] for x in lines] == [123, 123]
     assert all(x["counters"]["rusage.max_rss_bytes"] > 0 for x in lines)
@@ -87,20 +98,33 @@ def test_metric_source_cpu_is_the_runs_cpu_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     busy = python(BUSY)
-    _, _, lines = ab(tmp_path, busy, busy, capsys, "-n", "2", "--warmup", "0",
-                     "--metric-source", "cpu")  # fmt: skip
+    _, _, lines = ab(
+        tmp_path, busy, busy, capsys, "-n", "2", "--warmup", "0", "--metric-source", "cpu"
+    )
     assert all(x["metric"] == x["counters"]["rusage.cpu_seconds"] for x in lines)
     sleeper = python("import time; time.sleep(0.3)")
-    _, _, slept = ab(tmp_path / "2", sleeper, sleeper, capsys, "-n", "1", "--warmup", "0",
-                     "--metric-source", "cpu")  # fmt: skip
+    _, _, slept = ab(
+        tmp_path / "2",
+        sleeper,
+        sleeper,
+        capsys,
+        "-n",
+        "1",
+        "--warmup",
+        "0",
+        "--metric-source",
+        "cpu",
+    )
     assert all(x["metric"] < 0.2 for x in slept)  # sleeping costs no CPU: why it is opt-in
 
 
 def test_both_sides_get_environments_of_the_same_size_with_a_results_file(tmp_path: Path) -> None:
     options = MeasureOptions(suite="pytest-benchmark")
     base = {"PATH": "/usr/bin", "EXPLAIN_RESULTS": "inherited"}
-    envs = [run_environment(base, side, 3, tmp_path / "run-000001", trace=False, options=options)
-            for side in SIDES]  # fmt: skip
+    envs = [
+        run_environment(base, side, 3, tmp_path / "run-000001", trace=False, options=options)
+        for side in SIDES
+    ]
     assert len({sum(len(k) + len(v) for k, v in env.items()) for env in envs}) == 1
     results = str(tmp_path / "run-000001" / "results.json")
     assert {env["EXPLAIN_RESULTS"] for env in envs} == {results}
@@ -113,8 +137,18 @@ def test_instructions_grow_with_the_loop_and_repeat_exactly(
     def loop(n: int) -> str:
         return shlex.join(["sh", "-c", f"i=0; while [ $i -lt {n} ]; do i=$((i+1)); done"])
 
-    _, _, lines = ab(tmp_path, loop(2000), loop(8000), capsys, "-n", "2", "--warmup", "0",
-                     "--counters", "instructions")  # fmt: skip
+    _, _, lines = ab(
+        tmp_path,
+        loop(2000),
+        loop(8000),
+        capsys,
+        "-n",
+        "2",
+        "--warmup",
+        "0",
+        "--counters",
+        "instructions",
+    )
     assert all(x["status"] == "ok" for x in lines)
     by_side = {s: [x["counters"]["instructions"] for x in lines if x["side"] == s] for s in SIDES}
     small, large = min(by_side["baseline"]), min(by_side["candidate"])
@@ -131,12 +165,34 @@ def test_measure_pytest_benchmark_ab_gives_per_benchmark_intervals(
         (tmp_path / name / "test_suite.py").write_text(SUITE.format(n=n))
 
     def suite(name: str) -> str:
-        return shlex.join([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(tmp_path / name), "--benchmark-only", "--benchmark-json={results}",
-                           "--benchmark-max-time=0.02", "--benchmark-min-rounds=5"])  # fmt: skip
+        return shlex.join(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(tmp_path / name),
+                "--benchmark-only",
+                "--benchmark-json={results}",
+                "--benchmark-max-time=0.02",
+                "--benchmark-min-rounds=5",
+            ]
+        )
 
-    code, out, lines = ab(tmp_path, suite("slow"), suite("fast"), capsys, "-n", "5",
-                          "--warmup", "0", "--measure", "pytest-benchmark")  # fmt: skip
+    code, out, lines = ab(
+        tmp_path,
+        suite("slow"),
+        suite("fast"),
+        capsys,
+        "-n",
+        "5",
+        "--warmup",
+        "0",
+        "--measure",
+        "pytest-benchmark",
+    )
     assert all(x["status"] == "ok" for x in lines), out
     scaled, same = "test_suite.py::test_scaled", "test_suite.py::test_same"
     for line in lines:
@@ -154,8 +210,19 @@ def test_measure_failures_are_failed_runs_with_a_reason(
 ) -> None:
     nothing = python("pass")
     garbage = python("import sys; open(sys.argv[1], 'w').write('{not json')") + " {results}"
-    _, _, lines = ab(tmp_path, nothing, garbage, capsys, "-n", "1", "--warmup", "0",
-                     "--measure", "gbench", quiet=False)  # fmt: skip
+    _, _, lines = ab(
+        tmp_path,
+        nothing,
+        garbage,
+        capsys,
+        "-n",
+        "1",
+        "--warmup",
+        "0",
+        "--measure",
+        "gbench",
+        quiet=False,
+    )
     assert [x["status"] for x in lines] == ["failed", "failed"]
     log = (tmp_path / "kept" / "r001" / "runs.log").read_text()
     assert "  measured by gbench results (metric sum), rusage counters\n" in log
@@ -167,8 +234,9 @@ def test_measure_options_that_cannot_work_are_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cmd = python("pass")
-    code, _, err = run_main(["ab", cmd, cmd, "--measure", "pyperf", "--metric-source", "cpu"],
-                            capsys)  # fmt: skip
+    code, _, err = run_main(
+        ["ab", cmd, cmd, "--measure", "pyperf", "--metric-source", "cpu"], capsys
+    )
     assert code == 2 and "--metric-source cpu: with --measure or --trace" in err
     code, _, err = run_main(["ab", cmd, cmd, "--measure", "pyperf", "--trace", "kineto"], capsys)
     assert code == 2 and "--measure and --trace" in err

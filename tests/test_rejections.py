@@ -48,9 +48,18 @@ def test_ingest_keeps_the_errors_until_the_attempt_is_fixed(campaign: Path, tmp_
     assert ingest(campaign.parent, store).exit_code == 1
     path = str(campaign / "r002" / "measurements.jsonl")
     rows = store.read("rejections").to_dicts()
-    assert rows == [{"campaign_id": "c1", "position": 0, "attempt_id": "r002", "path": path,
-                     "line": 3, "field": "metric", "code": "not_positive",
-                     "message": "must be > 0 for an ok run, got -1"}]  # fmt: skip
+    assert rows == [
+        {
+            "campaign_id": "c1",
+            "position": 0,
+            "attempt_id": "r002",
+            "path": path,
+            "line": 3,
+            "field": "metric",
+            "code": "not_positive",
+            "message": "must be > 0 for an ok run, got -1",
+        }
+    ]
     partition = store.partition_file("rejections", "c1")
     before = (partition.read_bytes(), partition.stat().st_mtime_ns)
     ingest(campaign.parent, store)  # unchanged inputs: nothing written
@@ -70,8 +79,11 @@ def test_a_rejected_campaign_json_is_kept_without_an_attempt(tmp_path: Path) -> 
     (folder / "campaign.json").write_text(json.dumps({**document, "kind": "toy"}))
     assert ingest(folder.parent, store).exit_code == 1
     [row] = store.read("rejections").to_dicts()
-    assert (row["attempt_id"], row["path"], row["field"]) == (None, str(folder / "campaign.json"),
-                                                              "kind")  # fmt: skip
+    assert (row["attempt_id"], row["path"], row["field"]) == (
+        None,
+        str(folder / "campaign.json"),
+        "kind",
+    )
 
 
 def test_assess_names_the_rejected_attempt(
@@ -83,12 +95,15 @@ def test_assess_names_the_rejected_attempt(
     assert code == 0  # assess judged what it has; ingest's exit 1 reported the rejection
     assert err == "warning: c1: rejected at ingest, not assessed: r002\n"
     path = campaign / "r002" / "measurements.jsonl"
-    assert ("REJECTED at ingest, not assessed: r002 (fix the files and ingest again)\n"
-            f"  r002: {path}:3: {LINE_3}\n") in out  # fmt: skip
+    assert (
+        "REJECTED at ingest, not assessed: r002 (fix the files and ingest again)\n"
+        f"  r002: {path}:3: {LINE_3}\n"
+    ) in out
     code, out, _ = cli(["assess", "c1", "--store", store, "--format", "json"], capsys)
     [entry] = json.loads(out)["campaigns"]
     assert [(r["attempt_id"], r["line"], r["code"]) for r in entry["rejected_at_ingest"]] == [
-        ("r002", 3, "not_positive")]  # fmt: skip
+        ("r002", 3, "not_positive")
+    ]
 
 
 def test_campaign_final_names_the_rejected_round_and_exits_1(
@@ -98,13 +113,13 @@ def test_campaign_final_names_the_rejected_round_and_exits_1(
     PASS)" with the round silently missing."""
     folder = write_example_campaign(tmp_path / "attempts", "c1", attempts=("r002",))
     break_line_3(folder / "r002")
-    code, out, err = cli(["campaign", "final", str(folder), "--store", str(tmp_path / "s")],
-                         capsys)  # fmt: skip
+    code, out, err = cli(["campaign", "final", str(folder), "--store", str(tmp_path / "s")], capsys)
     assert code == 1
     path = folder / "r002" / "measurements.jsonl"
     assert f"  r002: {path}:3: {LINE_3}\n" in out
-    assert out.endswith("best attempt: none (no assessed attempt is PASS; some were rejected at "
-                        "ingest, above)\n")  # fmt: skip
+    assert out.endswith(
+        "best attempt: none (no assessed attempt is PASS; some were rejected at ingest, above)\n"
+    )
     assert f"{path}:3: {LINE_3}" in err
 
 
@@ -120,8 +135,10 @@ def test_report_names_the_rejected_attempt(
     section = html[html.index('<section id="rejected">') :]
     assert '<a href="#rejected">Rejected at ingest</a>' in html
     path = campaign / "r002" / "measurements.jsonl"
-    assert (f"<td>r002</td><td>{path}:3</td><td>metric</td><td>not_positive</td>"
-            '<td class="text">must be &gt; 0 for an ok run, got -1</td>') in section  # fmt: skip
+    assert (
+        f"<td>r002</td><td>{path}:3</td><td>metric</td><td>not_positive</td>"
+        '<td class="text">must be &gt; 0 for an ok run, got -1</td>'
+    ) in section
 
 
 def test_a_folder_name_that_is_not_text_is_stored_escaped(

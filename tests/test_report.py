@@ -113,9 +113,18 @@ def assessment_row(cid: str, aid: str, rnd: int, candidate: str, **extra: Any) -
     }
 
 
-def comparison(aid: str, quantity: str, name: str, est: float | None, low: float | None,
-               high: float | None, direction: str | None, status: str = "ok",
-               reason: str | None = None, n_pairs: int = 10) -> dict[str, Any]:  # fmt: skip
+def comparison(
+    aid: str,
+    quantity: str,
+    name: str,
+    est: float | None,
+    low: float | None,
+    high: float | None,
+    direction: str | None,
+    status: str = "ok",
+    reason: str | None = None,
+    n_pairs: int = 10,
+) -> dict[str, Any]:
     return {
         "attempt_id": aid,
         "quantity": quantity,
@@ -130,9 +139,17 @@ def comparison(aid: str, quantity: str, name: str, est: float | None, low: float
     }
 
 
-def outcome(aid: str, position: int, target: str, name: str, expect: str,
-            evidence: str | None, direction: str | None, result: str,
-            reason: str | None = None) -> dict[str, Any]:  # fmt: skip
+def outcome(
+    aid: str,
+    position: int,
+    target: str,
+    name: str,
+    expect: str,
+    evidence: str | None,
+    direction: str | None,
+    result: str,
+    reason: str | None = None,
+) -> dict[str, Any]:
     return {
         "attempt_id": aid,
         "position": position,
@@ -164,7 +181,7 @@ COMPARISONS = [
     comparison("r002", "region", "attention", 0.950, 0.930, 0.970, "increase"),
     comparison(
         "r002", "region", XSS_REGION, 1.2, None, None, None, "unverifiable", "too_few_pairs", 3
-    ),  # fmt: skip
+    ),
     comparison(
         "r002",
         "counter",
@@ -175,12 +192,12 @@ COMPARISONS = [
         None,
         "unverifiable",
         "zero_baseline",
-    ),  # fmt: skip
+    ),
 ]
 OUTCOMES = [
     outcome(
         "r001", 0, "region", "attention", "decrease", "region_normalized", "decrease", "confirmed"
-    ),  # fmt: skip
+    ),
     outcome("r001", 1, "counter", "dram_bytes", "decrease", "counter", "decrease", "confirmed"),
     outcome("r001", 2, "region", "sampling", "unchanged", "region", "none", "assumed"),
     outcome("r002", 0, "region", "attention", "decrease", "region", "increase", "contradicted"),
@@ -194,18 +211,27 @@ OUTCOMES = [
         None,
         "unverifiable",
         "zero_baseline",
-    ),  # fmt: skip
+    ),
     outcome(
         "r002", 2, "region", "kv_cache", "decrease", None, None, "unverifiable", "never_appears"
-    ),  # fmt: skip
+    ),
 ]
 INTEGRITY: list[dict[str, Any]] = [
-    {"attempt_id": None, "code": "policy_digest_mismatch", "expected": "aaa", "actual": "bbb",
-     "message": "campaign policy_sha256 aaa differs from the canonical policy's bbb"},
-    {"attempt_id": "r001", "code": "declared_after_start", "expected": "2026-11-01T12:00:00Z",
-     "actual": "2026-11-01T12:05:00Z",
-     "message": "declared_at <after> started_at"},
-]  # fmt: skip
+    {
+        "attempt_id": None,
+        "code": "policy_digest_mismatch",
+        "expected": "aaa",
+        "actual": "bbb",
+        "message": "campaign policy_sha256 aaa differs from the canonical policy's bbb",
+    },
+    {
+        "attempt_id": "r001",
+        "code": "declared_after_start",
+        "expected": "2026-11-01T12:00:00Z",
+        "actual": "2026-11-01T12:05:00Z",
+        "message": "declared_at <after> started_at",
+    },
+]
 
 
 def build_store(root: Path) -> Store:
@@ -218,20 +244,54 @@ def build_store(root: Path) -> Store:
         attempt_row("r003", 3, "broken", status="failed"),
     ]
     assessments = [
-        assessment_row(GOOD, "r001", 1, "fuse-rmsnorm", improvement_pct=2.9, paired_estimate=1.031,
-                       paired_low=1.018, paired_high=1.044, median_verdict="PASS",
-                       paired_verdict="PASS", share_speedup=1.029, explanation="explained",
-                       verdict="PASS", eligible=True, best=True),
-        assessment_row(GOOD, "r002", 2, "tile-64", improvement_pct=-0.4,
-                       median_reason="not_improved", paired_estimate=0.995, paired_low=0.98,
-                       paired_high=1.01,
-                       paired_reason="within_noise", explanation="contradicted",
-                       reason="not_improved"),
-        assessment_row(GOOD, "r003", 3, "broken", status="failed", n_pairs=0, n_baseline_ok=0,
-                       n_candidate_ok=0, median_verdict="INCONCLUSIVE", median_reason="no_samples",
-                       paired_verdict="INCONCLUSIVE", paired_reason="too_few_pairs",
-                       verdict="INCONCLUSIVE", reason="attempt_failed"),
-    ]  # fmt: skip
+        assessment_row(
+            GOOD,
+            "r001",
+            1,
+            "fuse-rmsnorm",
+            improvement_pct=2.9,
+            paired_estimate=1.031,
+            paired_low=1.018,
+            paired_high=1.044,
+            median_verdict="PASS",
+            paired_verdict="PASS",
+            share_speedup=1.029,
+            explanation="explained",
+            verdict="PASS",
+            eligible=True,
+            best=True,
+        ),
+        assessment_row(
+            GOOD,
+            "r002",
+            2,
+            "tile-64",
+            improvement_pct=-0.4,
+            median_reason="not_improved",
+            paired_estimate=0.995,
+            paired_low=0.98,
+            paired_high=1.01,
+            paired_reason="within_noise",
+            explanation="contradicted",
+            reason="not_improved",
+        ),
+        assessment_row(
+            GOOD,
+            "r003",
+            3,
+            "broken",
+            status="failed",
+            n_pairs=0,
+            n_baseline_ok=0,
+            n_candidate_ok=0,
+            median_verdict="INCONCLUSIVE",
+            median_reason="no_samples",
+            paired_verdict="INCONCLUSIVE",
+            paired_reason="too_few_pairs",
+            verdict="INCONCLUSIVE",
+            reason="attempt_failed",
+        ),
+    ]
     with store.transaction() as txn:
         txn.put("campaigns", GOOD, frame("campaigns", [campaign_row(GOOD)]))
         txn.put("attempts", GOOD, frame("attempts", good_attempts))
@@ -353,11 +413,15 @@ def test_forest_plot_has_a_line_at_one_on_a_log_axis(good_html: str) -> None:
 def test_unverifiable_quantities_are_listed_with_their_reason(good_html: str) -> None:
     section = article(good_html, "r002")
     side = section[section.index("Unverifiable quantities") :]
-    assert ("counter kernel_launches</b> — <span class=\"reason\" title=\"reason code: "
-            'zero_baseline">the baseline value is 0 (no ratio)</span>') in side
+    assert (
+        'counter kernel_launches</b> — <span class="reason" title="reason code: '
+        'zero_baseline">the baseline value is 0 (no ratio)</span>'
+    ) in side
     assert "too_few_pairs" in side and "estimate 1.2000" in side
-    assert ('region kv_cache</b> — <span class="reason" title="reason code: never_appears">'
-            "never measured in this attempt</span>") in side
+    assert (
+        'region kv_cache</b> — <span class="reason" title="reason code: never_appears">'
+        "never measured in this attempt</span>"
+    ) in side
     fig = figures(good_html)["plot-attempt-r002"]
     texts = [t for trace in fig["data"] for t in (trace.get("text") or [])]
     assert "unverifiable: zero_baseline" in texts  # also written on the plot, at ratio 1
@@ -394,9 +458,19 @@ def test_verdict_table_has_the_columns_of_assess_and_every_column_on_demand(
     section = section[: section.index("</section>")]
     compact, full = section.split('<details id="all-columns">')
     assert re.findall(r"<th>([^<]+)</th>", compact) == [
-        "round", "attempt", "candidate", "pairs", "median %", "paired [low, high]", "share",
-        "explanation", "verdict", "reason", "eligible", "best",
-    ]  # fmt: skip
+        "round",
+        "attempt",
+        "candidate",
+        "pairs",
+        "median %",
+        "paired [low, high]",
+        "share",
+        "explanation",
+        "verdict",
+        "reason",
+        "eligible",
+        "best",
+    ]
     assert "<td>1.0310 [1.0180, 1.0440]</td>" in compact and "+2.90%" in compact
     assert re.findall(r"<th>([^<]+)</th>", full) == [
         c

@@ -31,6 +31,8 @@ INSTALL_HINT = (
     "headless Chromium not found at /usr/bin/chromium; install it with "
     "`apt-get update && apt-get install -y chromium chromium-driver` (.ci/run does this in CI)"
 )
+
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 DEADLINE = 90.0  # seconds for any one wait: a guard against hangs, not a timing assertion
 VIEWPORT = {"width": 1280, "height": 1800}
 
@@ -155,14 +157,27 @@ def chromium(tmp_path: Path) -> Iterator[DevTools]:
     traffic. The DevTools endpoint listens on loopback on a port the browser picks."""
     profile = tmp_path / "profile"
     args = [
-        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-        "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-extensions",
-        "--disable-default-apps", "--metrics-recording-only", "--mute-audio",
-        "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-        "--hide-scrollbars", f"--user-data-dir={profile}", "--remote-debugging-port=0",
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--disable-default-apps",
+        "--metrics-recording-only",
+        "--mute-audio",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--proxy-server=127.0.0.1:9",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
         "about:blank",
-    ]  # fmt: skip
+    ]
     log = (tmp_path / "chromium.log").open("wb")
     proc = subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True)
     try:
@@ -280,8 +295,9 @@ def open_report(browser: DevTools, page: Path) -> str:
     session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
         browser.call(f"{domain}.enable", session)
-    browser.call("Emulation.setDeviceMetricsOverride", session, deviceScaleFactor=1,
-                 mobile=False, **VIEWPORT)  # fmt: skip
+    browser.call(
+        "Emulation.setDeviceMetricsOverride", session, deviceScaleFactor=1, mobile=False, **VIEWPORT
+    )
     browser.events.clear()
     browser.call("Page.navigate", session, url=page.as_uri())
     browser.wait_for("Page.loadEventFired")
@@ -375,13 +391,23 @@ def test_report_renders_offline_without_errors(
     session = open_report(browser, page)
     # figures are drawn as they near the viewport: make the viewport the whole page
     height = int(browser.evaluate(session, "document.documentElement.scrollHeight"))
-    browser.call("Emulation.setDeviceMetricsOverride", session, deviceScaleFactor=1,
-                 mobile=False, width=VIEWPORT["width"], height=height)  # fmt: skip
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        session,
+        deviceScaleFactor=1,
+        mobile=False,
+        width=VIEWPORT["width"],
+        height=height,
+    )
     drawn = wait_until_plotted(browser, session, n_figures)
     full = browser.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True)
     (tmp_path / "shot.png").write_bytes(base64.b64decode(full["data"]))  # for a human to look at
-    small = browser.call("Page.captureScreenshot", session, format="png",
-                         clip={"x": 0, "y": 0, "scale": 0.25, **VIEWPORT})  # fmt: skip
+    small = browser.call(
+        "Page.captureScreenshot",
+        session,
+        format="png",
+        clip={"x": 0, "y": 0, "scale": 0.25, **VIEWPORT},
+    )
     title = browser.evaluate(session, "document.title")
     text = browser.evaluate(session, "document.body.innerText")
     assert problems(browser.events, page) == []
@@ -416,8 +442,14 @@ def test_the_expectations_fit_their_column_and_the_strip_lines_are_named(
     page = example_page(tmp_path)
     session = open_report(browser, page)
     height = int(browser.evaluate(session, "document.documentElement.scrollHeight"))
-    browser.call("Emulation.setDeviceMetricsOverride", session, deviceScaleFactor=1,
-                 mobile=False, width=VIEWPORT["width"], height=height)  # fmt: skip
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        session,
+        deviceScaleFactor=1,
+        mobile=False,
+        width=VIEWPORT["width"],
+        height=height,
+    )
     n_figures = page.read_text(encoding="utf-8").count('<script type="application/json" data-plot=')
     assert wait_until_plotted(browser, session, n_figures) == n_figures
     assert int(browser.evaluate(session, SIDE_TABLES)) >= 3

@@ -24,8 +24,10 @@ def _page(tmp_path: Path, environment: str | None) -> str:
         first = rep % 2 == 0
         slow_b, slow_c = (1.0, 1.03) if first else (1.03, 1.0)
         drift = math.exp(0.002 * rep)
-        for side, attn, slow, order in (("baseline", 1.0, slow_b, 0 if first else 1),
-                                        ("candidate", 0.5, slow_c, 1 if first else 0)):
+        for side, attn, slow, order in (
+            ("baseline", 1.0, slow_b, 0 if first else 1),
+            ("candidate", 0.5, slow_c, 1 if first else 0),
+        ):
             bd = {"attn": attn * drift * slow, "ref": 1.0 * drift * slow}
             runs.append({**run(side, rep, sum(bd.values()), breakdown=bd), "order": order})
     exps = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]
@@ -61,14 +63,17 @@ def test_strip_plot_lines_are_named_in_its_legend(tmp_path: Path) -> None:
     lines = {t["name"]: t["x"] for t in strip["data"] if t["mode"] == "lines"}
     estimate = re.search(r"paired estimate (\d\.\d{4})", " ".join(lines))
     assert estimate is not None
-    assert lines == {"1: no change": [1.0, 1.0], "gate ×1.01": [1.01, 1.01],
-                     estimate.group(0): [pytest.approx(float(estimate.group(1)), abs=5e-5)] * 2}
+    assert lines == {
+        "1: no change": [1.0, 1.0],
+        "gate ×1.01": [1.01, 1.01],
+        estimate.group(0): [pytest.approx(float(estimate.group(1)), abs=5e-5)] * 2,
+    }
     assert strip["layout"]["showlegend"] is True and "shapes" not in strip["layout"]
 
 
 def test_fraction_order_bias_and_environment_are_shown(tmp_path: Path) -> None:
     page = _page(tmp_path, '{"cpu":"Xeon","host":"box-1"}')
-    section = page[page.index('<article id="attempt-r1">'):]
+    section = page[page.index('<article id="attempt-r1">') :]
     assert re.search(r"explains 1\.0+ of the saving \[", section)
     assert "ORDER BIAS · order effect 0.94" in section
     assert "environment: cpu <b>Xeon</b> · host <b>box-1</b>" in section

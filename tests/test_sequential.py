@@ -56,8 +56,9 @@ def test_a_single_look_is_the_student_t_quantile(n: int, confidence: float) -> N
     x[:, 3] = 0.07  # no spread: both ends are exp(m)
     as_t = method_intervals(x, "student_t", resamples=10, seed=0, confidence=confidence)
     for critical in (None, c):
-        got = method_intervals(x, "sequential_t", resamples=10, seed=0, confidence=confidence,
-                               critical=critical)  # fmt: skip
+        got = method_intervals(
+            x, "sequential_t", resamples=10, seed=0, confidence=confidence, critical=critical
+        )
         assert np.array_equal(got.low, as_t.low) and np.array_equal(got.high, as_t.high)
         assert np.array_equal(got.estimate, as_t.estimate)
         assert list(got.method) == ["sequential_t"] * 4
@@ -79,8 +80,7 @@ def test_several_looks_widen_the_interval_to_c() -> None:
 def test_an_infinite_pair_takes_expanded_percentile_as_for_student_t() -> None:
     x = np.array([[0.1, 0.2, np.inf, 0.15, 0.12, 0.18]]).T.repeat(2, axis=1)
     x[2, 1] = 0.11
-    got = method_intervals(x, "sequential_t", resamples=500, seed=1, confidence=0.95,
-                           critical=3.0)  # fmt: skip
+    got = method_intervals(x, "sequential_t", resamples=500, seed=1, confidence=0.95, critical=3.0)
     assert list(got.method) == ["expanded_percentile", "sequential_t"]
     assert got.high[0] == math.inf
 
@@ -134,17 +134,31 @@ def reference_power(
 @pytest.mark.parametrize(("n", "mean", "sd"), [(6, 0.0, 0.04), (10, 0.03, 0.04), (20, 0.012, 0.05)])
 def test_predictive_power_against_the_normal_formula(n: int, mean: float, sd: float) -> None:
     plan = (6, 2, 40)
-    got = sequential.predictive_power(n, mean, sd, gate=1.01, first_look=6, look_every=2,
-                                      max_pairs=40, confidence=0.95)  # fmt: skip
+    got = sequential.predictive_power(
+        n, mean, sd, gate=1.01, first_look=6, look_every=2, max_pairs=40, confidence=0.95
+    )
     assert got == pytest.approx(reference_power(n, mean, sd, 1.01, plan), rel=1e-9, abs=1e-15)
-    many = sequential.predictive_powers([n, n], [mean, mean], [sd, sd], gate=1.01, first_look=6,
-                                        look_every=2, max_pairs=40, confidence=0.95)  # fmt: skip
+    many = sequential.predictive_powers(
+        [n, n],
+        [mean, mean],
+        [sd, sd],
+        gate=1.01,
+        first_look=6,
+        look_every=2,
+        max_pairs=40,
+        confidence=0.95,
+    )
     assert list(many) == [got, got]
 
 
 def test_futility_stops_hopeless_rounds_only() -> None:
-    kw: dict[str, Any] = {"gate": 1.01, "first_look": 6, "look_every": 2, "max_pairs": 40,
-                          "confidence": 0.95}  # fmt: skip
+    kw: dict[str, Any] = {
+        "gate": 1.01,
+        "first_look": 6,
+        "look_every": 2,
+        "max_pairs": 40,
+        "confidence": 0.95,
+    }
     assert sequential.futile(6, -0.01, 0.04, **kw)  # measured a slowdown
     assert not sequential.futile(6, 0.05, 0.04, **kw)  # five times the gate
     assert not sequential.futile(40, -0.5, 0.04, **kw)  # at the maximum: stopped as "max"

@@ -21,17 +21,23 @@ from pipeline.assess import sequential
 from pipeline.study.stored import write_campaign
 
 PLAN = {"first_look": 6, "look_every": 2, "max_pairs": 20}
-STOPS = {"r001": {**PLAN, "looks": [6], "stopped": "pass"},
-         "r002": {**PLAN, "looks": [3], "stopped": "interrupted"}}  # fmt: skip
+STOPS = {
+    "r001": {**PLAN, "looks": [6], "stopped": "pass"},
+    "r002": {**PLAN, "looks": [3], "stopped": "interrupted"},
+}
 
 
 def _add_sequential(attempts: Path) -> None:
     """The edge campaign frozen with sequential_t; r001 and r002 recorded as sequential rounds,
     r003 and r004 as fixed-n rounds."""
     created = json.loads((attempts / CAMPAIGN / "campaign.json").read_text())["created_at"]
-    write_campaign(attempts, CAMPAIGN, created_at=created,
-                   metric={"name": "tokens_per_second", "better": "higher"},
-                   policy={**POLICY, "interval": "sequential_t"})  # fmt: skip
+    write_campaign(
+        attempts,
+        CAMPAIGN,
+        created_at=created,
+        metric={"name": "tokens_per_second", "better": "higher"},
+        policy={**POLICY, "interval": "sequential_t"},
+    )
     for attempt_id, stop in STOPS.items():
         path = attempts / CAMPAIGN / attempt_id / "attempt.json"
         document = json.loads(path.read_text())
@@ -69,15 +75,19 @@ def test_the_schedule_sets_the_metric_interval(
     x = _metric_x(attempts, "r001")
     low, high = _closed_form(x, sequential.boundary(6, 2, 20, 0.95))
     assert metric["method"] == "sequential_t" and metric["n_pairs"] == 6
-    assert (metric["low"], metric["high"]) == (pytest.approx(low, rel=1e-12),
-                                               pytest.approx(high, rel=1e-12))  # fmt: skip
+    assert (metric["low"], metric["high"]) == (
+        pytest.approx(low, rel=1e-12),
+        pytest.approx(high, rel=1e-12),
+    )
     # no `sequential` object: one look at n, i.e. student_t's numbers exactly
     fixed = comparison(got["r003"], "metric", "tokens_per_second")
     x3 = _metric_x(attempts, "r003")
     low3, high3 = _closed_form(x3, float(stats.t.ppf(0.975, len(x3) - 1)))
     assert fixed["method"] == "sequential_t"
-    assert (fixed["low"], fixed["high"]) == (pytest.approx(low3, rel=1e-12),
-                                             pytest.approx(high3, rel=1e-12))  # fmt: skip
+    assert (fixed["low"], fixed["high"]) == (
+        pytest.approx(low3, rel=1e-12),
+        pytest.approx(high3, rel=1e-12),
+    )
 
 
 def test_the_edges_keep_their_rules(
@@ -88,8 +98,11 @@ def test_the_edges_keep_their_rules(
     vanish = got["r001"]
     for quantity, name in (("region", "launch"), ("counter", "graph_breaks")):
         c = comparison(vanish, quantity, name)  # a +inf pair: the expanded percentile interval
-        assert (c["method"], c["high"], c["direction"]) == ("expanded_percentile", "inf",
-                                                            "decrease")  # fmt: skip
+        assert (c["method"], c["high"], c["direction"]) == (
+            "expanded_percentile",
+            "inf",
+            "decrease",
+        )
     assert comparison(vanish, "region", "prologue")["reason"] == "zero_baseline"
     few = got["r002"]
     assert (few["verdict"], few["reason"]) == ("INCONCLUSIVE", "too_few_pairs")
@@ -101,15 +114,17 @@ def test_the_attempts_table_holds_the_sequential_object(
     seq_edges: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, store = seq_edges
-    sql = ("SELECT attempt_id, sequential_first_look, sequential_look_every, sequential_max_pairs,"
-           " sequential_looks, sequential_stopped FROM attempts ORDER BY attempt_id")  # fmt: skip
+    sql = (
+        "SELECT attempt_id, sequential_first_look, sequential_look_every, sequential_max_pairs,"
+        " sequential_looks, sequential_stopped FROM attempts ORDER BY attempt_id"
+    )
     code, out, _ = cli(["query", sql, "--format", "csv", "--store", str(store)], capsys)
     assert code == 0
     assert out.splitlines() == [
         "attempt_id,sequential_first_look,sequential_look_every,sequential_max_pairs,"
         "sequential_looks,sequential_stopped",
-        'r001,6,2,20,[6],pass',
-        'r002,6,2,20,[3],interrupted',
+        "r001,6,2,20,[6],pass",
+        "r002,6,2,20,[3],interrupted",
         "r003,,,,,",
         "r004,,,,,",
     ]
@@ -134,8 +149,19 @@ def test_what_if_sequential_t_on_a_fixed_campaign(
     attempts = write_edge_campaign(tmp_path / "attempts")
     store = ingest_and_assess(attempts, tmp_path / "store")
     capsys.readouterr()
-    code, out, _ = cli(["assess", CAMPAIGN, "--store", str(store.root), "--format", "json",
-                        "--what-if", "interval=sequential_t"], capsys)  # fmt: skip
+    code, out, _ = cli(
+        [
+            "assess",
+            CAMPAIGN,
+            "--store",
+            str(store.root),
+            "--format",
+            "json",
+            "--what-if",
+            "interval=sequential_t",
+        ],
+        capsys,
+    )
     assert code == 0
     found: dict[str, Any] = json.loads(out)["campaigns"][0]
     by_id = {a["attempt_id"]: a for a in found["attempts"]}

@@ -39,14 +39,18 @@ def _reference(x: np.ndarray, ratio: float, *, futility: bool) -> dict[str, floa
                 passes.append(passed)
                 covers.append(low <= ratio <= high)
                 break
-    return {"pass_rate": float(np.mean(passes)), "pairs_mean": float(np.mean(stops)),
-            "coverage": float(np.mean(covers))}  # fmt: skip
+    return {
+        "pass_rate": float(np.mean(passes)),
+        "pairs_mean": float(np.mean(stops)),
+        "coverage": float(np.mean(covers)),
+    }
 
 
 @pytest.mark.parametrize("gain", [0.0, 1.0, 5.0])
 def test_the_vectorized_study_equals_a_plain_loop(gain: float) -> None:
-    study = sequential_study(attempts=60, seed=4, noises=("t3",), gains=(gain,), fixed=(10,),
-                             model=MODEL)  # fmt: skip
+    study = sequential_study(
+        attempts=60, seed=4, noises=("t3",), gains=(gain,), fixed=(10,), model=MODEL
+    )
     ratio = 1 + gain / 100
     x = metric_log_ratios(MODEL, "t3", 40, 60, 4) + math.log(ratio)
     for design, futility in (("sequential_t", True), ("sequential_t, no futility", False)):
@@ -57,8 +61,9 @@ def test_the_vectorized_study_equals_a_plain_loop(gain: float) -> None:
 
 def test_sequential_t_keeps_its_error_rates_where_peeking_does_not() -> None:
     """1,000 log-normal attempts at a true gain equal to the gate (the worst case)."""
-    study = sequential_study(attempts=1000, seed=9, noises=("lognormal",), gains=(0.0, 1.0),
-                             fixed=(20,), model=MODEL)  # fmt: skip
+    study = sequential_study(
+        attempts=1000, seed=9, noises=("lognormal",), gains=(0.0, 1.0), fixed=(20,), model=MODEL
+    )
     rows = {(r["gain"], r["design"]): r for r in study.rows.iter_rows(named=True)}
     se = math.sqrt(0.025 * 0.975 / 1000)
     for gain in (0.0, 1.0):
@@ -69,8 +74,10 @@ def test_sequential_t_keeps_its_error_rates_where_peeking_does_not() -> None:
     assert rows[1.0, "peek percentile"]["pass_rate"] > rows[1.0, "peek student_t"]["pass_rate"]
     # futility stops A/A rounds early and never adds a PASS
     assert rows[0.0, "sequential_t"]["pairs_mean"] < 12
-    assert rows[1.0, "sequential_t"]["pass_rate"] <= rows[1.0, "sequential_t, no futility"][
-        "pass_rate"]  # fmt: skip
+    assert (
+        rows[1.0, "sequential_t"]["pass_rate"]
+        <= rows[1.0, "sequential_t, no futility"]["pass_rate"]
+    )
 
 
 def test_same_seed_same_output_and_peeks_only_where_they_mean_something() -> None:
@@ -127,19 +134,41 @@ def test_where_the_study_stops_assess_gives_the_same_interval_and_verdict(
     found = stops(x, design, MODEL, ratio)
     assert set(found["passed"]) == {True, False}  # both kinds of stop are checked
     policy = {"decision": "paired", "interval": "sequential_t", "resamples": 200}
-    folder = write_campaign(tmp_path / "attempts", "seq", created_at="2026-12-01T10:00:00Z",
-                            metric={"name": "seconds", "better": "lower"}, policy=policy)
+    folder = write_campaign(
+        tmp_path / "attempts",
+        "seq",
+        created_at="2026-12-01T10:00:00Z",
+        metric={"name": "seconds", "better": "lower"},
+        policy=policy,
+    )
     for row in found.iter_rows(named=True):
         n, i = row["look"], row["attempt"]
-        runs = [{"side": side, "repetition": r, "status": "ok", "metric": value}
-                for r in range(n)
-                for side, value in (("baseline", math.exp(x[r, i])), ("candidate", 1.0))]
+        runs = [
+            {"side": side, "repetition": r, "status": "ok", "metric": value}
+            for r in range(n)
+            for side, value in (("baseline", math.exp(x[r, i])), ("candidate", 1.0))
+        ]
         stopped = "pass" if row["passed"] else "futility" if row["futility"] else "max"
-        plan = {"first_look": 6, "look_every": 2, "max_pairs": 40,
-                "looks": list(range(6, n + 1, 2)), "stopped": stopped}
-        write_attempt(folder, {"attempt_id": f"a{i:02d}", "round": i, "candidate": "c",
-                               "baseline": "b", "status": "completed",
-                               "started_at": "2026-12-01T11:00:00Z", "sequential": plan}, runs)
+        plan = {
+            "first_look": 6,
+            "look_every": 2,
+            "max_pairs": 40,
+            "looks": list(range(6, n + 1, 2)),
+            "stopped": stopped,
+        }
+        write_attempt(
+            folder,
+            {
+                "attempt_id": f"a{i:02d}",
+                "round": i,
+                "candidate": "c",
+                "baseline": "b",
+                "status": "completed",
+                "started_at": "2026-12-01T11:00:00Z",
+                "sequential": plan,
+            },
+            runs,
+        )
     store = Store(tmp_path / "store")
     ingest(tmp_path / "attempts", store)
     got = assess(store, ["seq"], write=False).assessments.sort("round")

@@ -70,11 +70,13 @@ def test_make_dry_run_of_demo_does_not_install_the_extras(tmp_path: Path) -> Non
     """make itself, on a fresh copy of the Makefile: the demo's plan never names [test]."""
     (tmp_path / "Makefile").write_text((ROOT / "Makefile").read_text())
     (tmp_path / "pyproject.toml").write_text("")
-    plan = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    plan = subprocess.run(
+        ["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
     assert "pip install --quiet -e ." in plan and "[test]" not in plan
-    test_plan = subprocess.run(["make", "-n", "test"], cwd=tmp_path, capture_output=True,
-                               text=True, check=True).stdout  # fmt: skip
+    test_plan = subprocess.run(
+        ["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
     assert "-e '.[test]'" in test_plan
 
 
@@ -97,7 +99,9 @@ def test_simulate_says_its_size_first_and_the_estimate_holds(
 
 @pytest.mark.parametrize("command", ["simulate", "calibrate"])
 def test_a_usage_error_comes_before_the_estimate_and_short_runs_are_quiet(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     command: str,
 ) -> None:
     from pipeline.study import estimate

@@ -39,15 +39,22 @@ def test_layout_and_documents_follow_the_input_schemas(small: Path) -> None:
     assert sorted(p.name for p in small.iterdir()) == ["aa-r03", "aa-r05", "gain-r03", "gain-r05"]
     campaign = small / "gain-r05"
     assert sorted(p.name for p in campaign.iterdir()) == [
-        "campaign.json", "r000", "r001", "r002", "r003"
+        "campaign.json",
+        "r000",
+        "r001",
+        "r002",
+        "r003",
     ]
-    jsonschema.validate(json.loads((campaign / "campaign.json").read_bytes()),
-                        document_schema("campaign"))
+    jsonschema.validate(
+        json.loads((campaign / "campaign.json").read_bytes()), document_schema("campaign")
+    )
     for attempt in sorted(p for p in campaign.iterdir() if p.is_dir()):
-        jsonschema.validate(json.loads((attempt / "attempt.json").read_bytes()),
-                            document_schema("attempt"))
-        jsonschema.validate(json.loads((attempt / "mechanism.json").read_bytes()),
-                            document_schema("mechanism"))
+        jsonschema.validate(
+            json.loads((attempt / "attempt.json").read_bytes()), document_schema("attempt")
+        )
+        jsonschema.validate(
+            json.loads((attempt / "mechanism.json").read_bytes()), document_schema("mechanism")
+        )
         runs = _lines(attempt / "measurements.jsonl")
         assert [(r["repetition"], r["side"]) for r in runs] == [
             (rep, side) for rep in range(5) for side in ("baseline", "candidate")
@@ -59,8 +66,13 @@ def test_layout_and_documents_follow_the_input_schemas(small: Path) -> None:
 def test_policy_digest_recomputed_by_hand(small: Path) -> None:
     document = json.loads((small / "aa-r03" / "campaign.json").read_bytes())
     assert document["policy"] == {
-        "decision": "median", "require_explanation": False, "min_improvement_pct": 1.0,
-        "confidence": 0.95, "resamples": 10000, "seed": 0, "min_pairs": 5,
+        "decision": "median",
+        "require_explanation": False,
+        "min_improvement_pct": 1.0,
+        "confidence": 0.95,
+        "resamples": 10000,
+        "seed": 0,
+        "min_pairs": 5,
     }
     canonical = (
         '{"confidence":0.95,"decision":"median","min_improvement_pct":1.0,"min_pairs":5,'
@@ -83,7 +95,9 @@ def test_mechanism_digest_and_clock(small: Path) -> None:
         assert document["round"] == int(document["attempt_id"][1:])
         expectations = json.loads(body)["expectations"]
         assert [(e["name"], e["expect"]) for e in expectations] == [
-            ("attention", "decrease"), ("dram_bytes", "decrease"), ("sampling", "unchanged")
+            ("attention", "decrease"),
+            ("dram_bytes", "decrease"),
+            ("sampling", "unchanged"),
         ]
 
 
@@ -126,8 +140,22 @@ def test_existing_campaign_is_refused_through_the_cli(
 
 
 def test_cli_writes_what_it_says(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["simulate", str(tmp_path), "--scenario", "gain", "--repetitions", "10",
-            "--attempts", "2", "--data-seed", "3", "--gain-factor", "0.5", "--sigma-run", "0"]
+    argv = [
+        "simulate",
+        str(tmp_path),
+        "--scenario",
+        "gain",
+        "--repetitions",
+        "10",
+        "--attempts",
+        "2",
+        "--data-seed",
+        "3",
+        "--gain-factor",
+        "0.5",
+        "--sigma-run",
+        "0",
+    ]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 0
@@ -135,17 +163,21 @@ def test_cli_writes_what_it_says(tmp_path: Path, capsys: pytest.CaptureFixture[s
         f"data seed 3: 1 campaigns written to {tmp_path}"
     )
     runs = _lines(tmp_path / "gain-r10" / "r001" / "measurements.jsonl")
-    ratio = [c["counters"]["dram_bytes"] / b["counters"]["dram_bytes"]
-             for b, c in zip(runs[::2], runs[1::2], strict=True)]
+    ratio = [
+        c["counters"]["dram_bytes"] / b["counters"]["dram_bytes"]
+        for b, c in zip(runs[::2], runs[1::2], strict=True)
+    ]
     assert np.allclose(ratio, 0.5, rtol=0.01)
 
 
 @pytest.mark.parametrize(
     ("option", "message"),
-    [(["--steps", "0"], "--steps: must be >= 1, got 0"),
-     (["--share-mlp", "-0.1"], "--share-mlp: must be >= 0, got -0.1"),
-     (["--repetitions", "3,3"], "--repetitions: duplicate value in [3, 3]"),
-     (["--min-pairs", "4"], "--min-pairs: must be >= 5 (docs/contract.md §2.1), got 4")],
+    [
+        (["--steps", "0"], "--steps: must be >= 1, got 0"),
+        (["--share-mlp", "-0.1"], "--share-mlp: must be >= 0, got -0.1"),
+        (["--repetitions", "3,3"], "--repetitions: duplicate value in [3, 3]"),
+        (["--min-pairs", "4"], "--min-pairs: must be >= 5 (docs/contract.md §2.1), got 4"),
+    ],
 )
 def test_bad_model_parameters_are_usage_errors(
     tmp_path: Path, option: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -158,6 +190,7 @@ def test_bad_model_parameters_are_usage_errors(
 
 
 # -- the model's statistics (contract §7), from many simulated runs ---------------------------
+
 
 @pytest.fixture(scope="module")
 def draws() -> dict[str, np.ndarray]:
@@ -252,8 +285,9 @@ def test_outliers_slow_whole_runs_at_the_configured_rate() -> None:
 def test_lognormal_noise_keeps_the_original_draws() -> None:
     model = Model()
     a = draw_runs(model, "gain", 5, 3, campaign_generator(4, "gain", 5))
-    b = draw_runs(model, "gain", 5, 3, campaign_generator(4, "gain", 5, "lognormal"),
-                  noise="lognormal")  # fmt: skip
+    b = draw_runs(
+        model, "gain", 5, 3, campaign_generator(4, "gain", 5, "lognormal"), noise="lognormal"
+    )
     np.testing.assert_array_equal(a.seconds, b.seconds)
     assert a.order is None
 
@@ -278,13 +312,13 @@ def test_balanced_order_and_the_position_effect(reps: int) -> None:
         assert [r for r in range(reps) if runs.order[attempt, r, 0] == 0] == sorted(first)
     assert ((runs.order.sum(axis=2)) == 1).all()
     second = np.where(runs.order == 1, 1.03, 1.0)
-    np.testing.assert_allclose(runs.metric / model.step_seconds / model.steps, second,
-                               rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(runs.metric / model.step_seconds / model.steps, second, rtol=1e-12)
 
 
 def test_recorded_order_goes_through_ingest(tmp_path: Path) -> None:
-    simulate(tmp_path / "in", scenarios=("aa",), repetitions=(5,), attempts=2, seed=1,
-             order="balanced")  # fmt: skip
+    simulate(
+        tmp_path / "in", scenarios=("aa",), repetitions=(5,), attempts=2, seed=1, order="balanced"
+    )
     lines = _lines(tmp_path / "in" / "aa-r05" / "r001" / "measurements.jsonl")
     assert sorted({line["order"] for line in lines}) == [0, 1]
     attempt = json.loads((tmp_path / "in" / "aa-r05" / "r001" / "attempt.json").read_bytes())
@@ -294,6 +328,6 @@ def test_recorded_order_goes_through_ingest(tmp_path: Path) -> None:
     store = Store(tmp_path / "store")
     assert ingest(tmp_path / "in", store).exit_code == 0
     samples = store.read("samples").sort("attempt_id", "repetition", "side")
-    assert samples["order"].to_list() == [line["order"] for line in _lines(
-        tmp_path / "in" / "aa-r05" / "r000" / "measurements.jsonl")] + [
-        line["order"] for line in lines]  # fmt: skip
+    assert samples["order"].to_list() == [
+        line["order"] for line in _lines(tmp_path / "in" / "aa-r05" / "r000" / "measurements.jsonl")
+    ] + [line["order"] for line in lines]

@@ -51,10 +51,14 @@ def test_duckdb_reads_the_tables_as_they_are(attempts_dir: Path, tmp_path: Path)
     write_example_campaign(attempts_dir, "c2", attempts=("x1",))
     ingest(attempts_dir, Store(tmp_path / "store"))
     pattern = tmp_path / "store" / "samples" / "*" / "*.parquet"
-    rows = duckdb.connect().sql(
-        f"SELECT campaign_id, count(*) FROM read_parquet('{pattern}', hive_partitioning = true) "
-        "GROUP BY 1 ORDER BY 1"
-    ).fetchall()
+    rows = (
+        duckdb.connect()
+        .sql(
+            "SELECT campaign_id, count(*) "
+            f"FROM read_parquet('{pattern}', hive_partitioning = true) GROUP BY 1 ORDER BY 1"
+        )
+        .fetchall()
+    )
     assert rows == [("c1", 24), ("c2", 12)]
 
 
@@ -186,9 +190,13 @@ def test_campaigns_ingested_together_keep_their_own_rows_and_files(tmp_path: Pat
     report = ingest(root, store)
     outcomes = report.attempts.select(pl.concat_str("campaign_id", "attempt_id", "outcome"))
     assert outcomes.to_series().to_list() == [
-        "c1r001ingested", "c1r002ingested", "c2r001ingested", "c2r002ingested",
-        "c3r001rejected", "c3r002ingested",
-    ]  # fmt: skip
+        "c1r001ingested",
+        "c1r002ingested",
+        "c2r001ingested",
+        "c2r002ingested",
+        "c3r001rejected",
+        "c3r002ingested",
+    ]
     assert {str(i).split(":")[0] for i in report.issues} == {
         str(root / "c3" / "r001" / "measurements.jsonl")
     }
@@ -239,10 +247,16 @@ def test_put_partitions_writes_the_same_files_without_a_partitioned_sink(
     per campaign on a Polars without it (pyproject allows versions before PartitionBy): the
     tables read back are the same, an empty campaign included."""
     frame = pl.DataFrame(
-        {"campaign_id": ["b", "a", "b"], "attempt_id": ["r2", "r1", "r1"], "side": ["baseline"] * 3,
-         "repetition": [1, 0, 0], "status": ["ok", "ok", "failed"], "metric": [2.0, 1.0, None],
-         "line": [2, 1, 1]}
-    )  # fmt: skip
+        {
+            "campaign_id": ["b", "a", "b"],
+            "attempt_id": ["r2", "r1", "r1"],
+            "side": ["baseline"] * 3,
+            "repetition": [1, 0, 0],
+            "status": ["ok", "ok", "failed"],
+            "metric": [2.0, 1.0, None],
+            "line": [2, 1, 1],
+        }
+    )
     read = {}
     for label in ("sink", "one by one"):
         if label == "one by one":

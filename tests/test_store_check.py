@@ -23,15 +23,29 @@ CLI = Path(sys.executable).with_name("explain-pipeline")
 
 def _samples(attempt: str, metric: float) -> pl.DataFrame:
     return pl.DataFrame(
-        {"attempt_id": [attempt], "side": ["baseline"], "repetition": [0], "status": ["ok"],
-         "metric": [metric], "line": [1]}
-    )  # fmt: skip
+        {
+            "attempt_id": [attempt],
+            "side": ["baseline"],
+            "repetition": [0],
+            "status": ["ok"],
+            "metric": [metric],
+            "line": [1],
+        }
+    )
 
 
 def _attempts(attempt: str) -> pl.DataFrame:
-    values = {"attempt_id": attempt, "round": 1, "candidate": "c", "baseline": "b",
-              "status": "completed", "started_at": datetime(2026, 11, 1, tzinfo=UTC),
-              "n_lines": 2, "inputs_sha256": "0" * 64, "source_dir": "x"}  # fmt: skip
+    values = {
+        "attempt_id": attempt,
+        "round": 1,
+        "candidate": "c",
+        "baseline": "b",
+        "status": "completed",
+        "started_at": datetime(2026, 11, 1, tzinfo=UTC),
+        "n_lines": 2,
+        "inputs_sha256": "0" * 64,
+        "source_dir": "x",
+    }
     schema = table("attempts").polars_schema(with_partition=False)
     return pl.DataFrame([{name: values.get(name) for name in schema}], schema=schema)
 
@@ -199,18 +213,32 @@ def test_readers_wait_for_a_running_write_and_read_what_it_committed(
         with where.transaction() as txn:
             txn.put("samples", "c1", _samples("a", metric))
     ready, go = tmp_path / "ready", tmp_path / "go"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store.root / ".lock"), str(ready),
-                               str(go), str(other.partition_file("samples", "c1")),
-                               str(store.partition_file("samples", "c1"))])  # fmt: skip
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(store.root / ".lock"),
+            str(ready),
+            str(go),
+            str(other.partition_file("samples", "c1")),
+            str(store.partition_file("samples", "c1")),
+        ]
+    )
     try:
         deadline = time.monotonic() + 60
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
-        args = {"query": ["query", "SELECT metric FROM samples", "--format", "csv"],
-                "report": ["report", "c1", "-o", "-"]}[command]  # fmt: skip
-        query = subprocess.Popen([str(CLI), *args, "--store", str(store.root)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True)  # fmt: skip
+        args = {
+            "query": ["query", "SELECT metric FROM samples", "--format", "csv"],
+            "report": ["report", "c1", "-o", "-"],
+        }[command]
+        query = subprocess.Popen(
+            [str(CLI), *args, "--store", str(store.root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         while not _waiting_for_a_lock(query.pid) and query.poll() is None:
             assert time.monotonic() < deadline, "query never waited for the store's lock"
             time.sleep(0.02)

@@ -46,8 +46,12 @@ def rewrite(store: Store, name: str, change: pl.Expr | str) -> Path:
     [
         ("samples", "side", 'column "side" is missing', "assess"),
         ("samples", "metric", 'column "metric" is missing', "assess"),
-        ("samples", pl.col("metric").cast(pl.String), 'column "metric" is string, not float64',
-         "assess"),
+        (
+            "samples",
+            pl.col("metric").cast(pl.String),
+            'column "metric" is string, not float64',
+            "assess",
+        ),
         ("assessments", "verdict", 'column "verdict" is missing', "report"),
     ],
 )
@@ -146,7 +150,7 @@ def _every_file_columns(name: str) -> list[str]:
 def test_a_column_dropped_from_an_input_is_noticed_when_results_would_be_reused(
     store: Store, column: str
 ) -> None:
-    # today: assess exits 0 and prints the stored verdicts again (the file is never read)
+    # before the fix: assess exits 0 and prints the stored verdicts again (the file is never read)
     path = rewrite(store, "samples", column)
     done = cli("assess", "c1", "--store", str(store.root))  # nothing changed: all reused
     assert (done.returncode, done.stdout) == (1, ""), done.stderr
@@ -157,7 +161,7 @@ def test_a_column_dropped_from_an_input_is_noticed_when_results_would_be_reused(
 
 
 def test_a_null_metric_of_an_ok_run_is_named_by_assess_and_store_check(store: Store) -> None:
-    # today: assess reuses the stored verdicts and store check says the store is clean
+    # before the fix: assess reuses the stored verdicts and store check says the store is clean
     first_ok = (pl.col("status") == "ok").arg_true().first()
     nulled = pl.when(pl.int_range(pl.len()) == first_ok).then(None).otherwise(pl.col("metric"))
     path = rewrite(store, "samples", nulled.alias("metric"))

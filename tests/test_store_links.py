@@ -88,7 +88,7 @@ def test_a_linked_staging_folder_is_refused_and_its_target_kept(
     command: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # today: store repair empties the victim (its entries are taken for stray staging folders)
+    # before the fix: store repair empties the victim (its entries are taken for stray staging folders)
     (store / "_staging").symlink_to(victim)
     before = snapshot(victim)
     change_a_metric(attempts_dir)
@@ -102,7 +102,7 @@ def test_a_linked_staging_folder_is_refused_and_its_target_kept(
 def test_a_linked_journal_folder_is_refused_and_its_json_files_kept(
     store: Path, victim: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # today: settings.json ({"ops": []}) is taken for a journal, "applied" and deleted
+    # before the fix: settings.json ({"ops": []}) is taken for a journal, "applied" and deleted
     (store / "_txn").rmdir()  # empty between writes
     (store / "_txn").symlink_to(victim)
     before = snapshot(victim)
@@ -119,7 +119,7 @@ def test_a_linked_lock_or_marker_creates_nothing_outside(
     name: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # today: the lock is opened and the marker touched through the link: victim/created appears
+    # before the fix: the lock is opened and the marker touched through the link: victim/created appears
     (store / name).unlink()
     (store / name).symlink_to(victim / "created")
     before = snapshot(victim)
@@ -138,7 +138,7 @@ def test_a_linked_table_or_partition_folder_is_never_written_through(
     where: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # today: ingest renames the new data.parquet into the folder outside the store
+    # before the fix: ingest renames the new data.parquet into the folder outside the store
     folder = store / "samples" if where == "table" else store / "samples" / "campaign_id=c1"
     outside = tmp_path / "outside"
     shutil.move(folder, outside)
@@ -154,7 +154,7 @@ def test_a_linked_table_or_partition_folder_is_never_written_through(
 def test_a_linked_partition_file_is_not_read(
     store: Path, tmp_path: Path, command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # today: the file outside is read as the campaign's samples
+    # before the fix: the file outside is read as the campaign's samples
     path = store / "samples" / "campaign_id=c1" / "data.parquet"
     outside = tmp_path / "outside.parquet"
     shutil.move(path, outside)

@@ -25,9 +25,15 @@ def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 
 def _samples(attempt: str, metric: float) -> pl.DataFrame:
     return pl.DataFrame(
-        {"attempt_id": [attempt], "side": ["baseline"], "repetition": [0], "status": ["ok"],
-         "metric": [metric], "line": [1]}
-    )  # fmt: skip
+        {
+            "attempt_id": [attempt],
+            "side": ["baseline"],
+            "repetition": [0],
+            "status": ["ok"],
+            "metric": [metric],
+            "line": [1],
+        }
+    )
 
 
 @pytest.fixture
@@ -99,8 +105,10 @@ def test_a_journal_through_a_symlinked_partition_is_refused(small_store: Path) -
         ("{x", "not valid JSON"),
         ('{"txid": "x"}', 'field "ops": missing'),
         ('{"ops": [{"target": 3, "staged": null}]}', '"ops[0].target": must be a path, got 3'),
-        ('{"txid": "x", "ops": [{"target": "campaigns/campaign_id=c1/x.txt", "staged": null}]}',
-         "not a partition file"),
+        (
+            '{"txid": "x", "ops": [{"target": "campaigns/campaign_id=c1/x.txt", "staged": null}]}',
+            "not a partition file",
+        ),
     ],
 )
 def test_a_corrupt_journal_is_named_with_exit_1(

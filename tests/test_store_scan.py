@@ -14,8 +14,14 @@ from pipeline.store.tables import Store
 
 def _samples(attempt: str, metric: float) -> pl.DataFrame:
     return pl.DataFrame(
-        {"attempt_id": [attempt], "side": ["baseline"], "repetition": [0], "status": ["ok"],
-         "metric": [metric], "line": [1]}
+        {
+            "attempt_id": [attempt],
+            "side": ["baseline"],
+            "repetition": [0],
+            "status": ["ok"],
+            "metric": [metric],
+            "line": [1],
+        }
     )
 
 

@@ -19,6 +19,8 @@ from pipeline.ingest.attempts import ingest
 from pipeline.record.order import SIDES, block_schedule
 from pipeline.store.tables import Store
 
+pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
+
 CLI = Path(sys.executable).with_name("explain-pipeline")
 FAST, SLOW = "sleep 0.05", "sleep 0.5"  # a 10x real effect, far beyond any timing noise
 
@@ -31,15 +33,29 @@ def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
 
 
 def start(folder: Path, capsys: pytest.CaptureFixture[str], *policy: str) -> Path:
-    code, _, err = run_main(["campaign", "start", str(folder), "--metric", "seconds", *policy],
-                            capsys)  # fmt: skip
+    code, _, err = run_main(
+        ["campaign", "start", str(folder), "--metric", "seconds", *policy], capsys
+    )
     assert (code, err) == (0, "")
     return folder
 
 
 def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
-    return ["round", str(folder), "--baseline", "a", "--candidate", "b", "--baseline-cmd",
-            baseline, "--candidate-cmd", candidate, "--warmup", "0", *extra]  # fmt: skip
+    return [
+        "round",
+        str(folder),
+        "--baseline",
+        "a",
+        "--candidate",
+        "b",
+        "--baseline-cmd",
+        baseline,
+        "--candidate-cmd",
+        candidate,
+        "--warmup",
+        "0",
+        *extra,
+    ]
 
 
 SEQUENTIAL = ("--decision", "paired", "--interval", sequential.METHOD)
@@ -92,8 +108,9 @@ def test_the_median_rule_and_conflicting_counts_are_refused(
     ):
         code, _, err = run_main(round_args(folder, "true", "true", *extra), capsys)
         assert code == 2 and message in err, (extra, err)
-    code, _, err = run_main(["ab", "true", "true", "--until-decided", "--interval",
-                             "student_t"], capsys)  # fmt: skip
+    code, _, err = run_main(
+        ["ab", "true", "true", "--until-decided", "--interval", "student_t"], capsys
+    )
     assert code == 2 and "ab's campaign would freeze interval student_t" in err
 
 
@@ -105,8 +122,13 @@ def test_a_huge_real_gain_stops_at_the_first_look_with_pass(
     code, out, err = run_main(round_args(folder, SLOW, FAST, "--until-decided"), capsys)
     assert (code, err) == (0, "")
     plan = attempt_json(folder / "r001")["sequential"]
-    assert plan == {"first_look": 6, "look_every": 2, "max_pairs": 40, "looks": [6],
-                    "stopped": "pass"}  # fmt: skip
+    assert plan == {
+        "first_look": 6,
+        "look_every": 2,
+        "max_pairs": 40,
+        "looks": [6],
+        "stopped": "pass",
+    }
     assert "until decided: PASS reached at 6 repetitions (pairs at each look: 6" in out
     lines = (folder / "r001" / "measurements.jsonl").read_text().splitlines()
     assert len(lines) == 12
@@ -128,8 +150,9 @@ def test_identical_commands_never_pass_and_stop_by_futility_or_the_maximum(
     folder = start(tmp_path / "aa", capsys, *SEQUENTIAL)
     stops = []
     for _ in range(6):
-        code, out, _ = run_main(round_args(folder, "true", "true", "--until-decided",
-                                           "--max-repetitions", "12"), capsys)  # fmt: skip
+        code, out, _ = run_main(
+            round_args(folder, "true", "true", "--until-decided", "--max-repetitions", "12"), capsys
+        )
         assert code == 0, out
     for attempt in sorted(p for p in folder.iterdir() if p.is_dir()):
         plan = attempt_json(attempt)["sequential"]
@@ -146,8 +169,9 @@ def test_ab_until_decided_freezes_sequential_t_and_says_why_it_stopped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     kept = tmp_path / "kept"
-    code, out, err = run_main(["ab", SLOW, FAST, "--warmup", "0", "--until-decided", "--keep",
-                               str(kept)], capsys)  # fmt: skip
+    code, out, err = run_main(
+        ["ab", SLOW, FAST, "--warmup", "0", "--until-decided", "--keep", str(kept)], capsys
+    )
     assert (code, err) == (0, "")
     policy = json.loads((kept / "campaign.json").read_text())["policy"]
     assert (policy["interval"], policy["decision"]) == (sequential.METHOD, "paired")
@@ -161,8 +185,9 @@ def test_an_interrupted_round_says_interrupted_and_keeps_its_looks(
     folder = start(tmp_path / "int", capsys, *SEQUENTIAL)
     same = "sleep 0.1"
     args = round_args(folder, same, same, "--until-decided", "--order-seed", "3")
-    process = subprocess.Popen([str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [str(CLI), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     measurements = folder / "r001" / "measurements.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (

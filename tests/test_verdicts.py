@@ -11,22 +11,42 @@ import pytest
 from pipeline.assess.verdicts import median_facts, verdicts
 
 SCHEMA = {
-    "campaign_id": pl.String, "attempt_id": pl.String, "round": pl.Int64, "status": pl.String,
-    "improvement_pct": pl.Float64, "median_problem": pl.String, "paired_estimate": pl.Float64,
-    "paired_low": pl.Float64, "paired_high": pl.Float64, "metric_status": pl.String,
-    "metric_reason": pl.String, "explanation": pl.String, "decision": pl.String,
-    "require_explanation": pl.Boolean, "min_improvement_pct": pl.Float64,
-}  # fmt: skip
+    "campaign_id": pl.String,
+    "attempt_id": pl.String,
+    "round": pl.Int64,
+    "status": pl.String,
+    "improvement_pct": pl.Float64,
+    "median_problem": pl.String,
+    "paired_estimate": pl.Float64,
+    "paired_low": pl.Float64,
+    "paired_high": pl.Float64,
+    "metric_status": pl.String,
+    "metric_reason": pl.String,
+    "explanation": pl.String,
+    "decision": pl.String,
+    "require_explanation": pl.Boolean,
+    "min_improvement_pct": pl.Float64,
+}
 
 
 def fact(**kw: Any) -> dict[str, Any]:
     row = {
-        "campaign_id": "c", "attempt_id": "a", "round": 1, "status": "completed",
-        "improvement_pct": 5.0, "median_problem": None, "paired_estimate": 1.05,
-        "paired_low": 1.03, "paired_high": 1.07, "metric_status": "ok", "metric_reason": None,
-        "explanation": "explained", "decision": "median", "require_explanation": False,
+        "campaign_id": "c",
+        "attempt_id": "a",
+        "round": 1,
+        "status": "completed",
+        "improvement_pct": 5.0,
+        "median_problem": None,
+        "paired_estimate": 1.05,
+        "paired_low": 1.03,
+        "paired_high": 1.07,
+        "metric_status": "ok",
+        "metric_reason": None,
+        "explanation": "explained",
+        "decision": "median",
+        "require_explanation": False,
         "min_improvement_pct": 1.0,
-    }  # fmt: skip
+    }
     row.update(kw)
     return row
 
@@ -36,11 +56,19 @@ def judge(*rows: dict[str, Any]) -> list[dict[str, Any]]:
     return verdicts(frame).sort("round", "attempt_id").collect().to_dicts()
 
 
-@pytest.mark.parametrize(("pct", "gate", "verdict", "reason"), [
-    (2.0, 1.0, "PASS", None), (1.0, 1.0, "PASS", None), (0.5, 1.0, "FAIL", "below_gate"),
-    (0.0, 0.0, "FAIL", "not_improved"), (-3.0, 1.0, "FAIL", "not_improved"),
-    (0.01, 0.0, "PASS", None), (0.5, -1.0, "PASS", None), (-0.5, -1.0, "FAIL", "not_improved"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("pct", "gate", "verdict", "reason"),
+    [
+        (2.0, 1.0, "PASS", None),
+        (1.0, 1.0, "PASS", None),
+        (0.5, 1.0, "FAIL", "below_gate"),
+        (0.0, 0.0, "FAIL", "not_improved"),
+        (-3.0, 1.0, "FAIL", "not_improved"),
+        (0.01, 0.0, "PASS", None),
+        (0.5, -1.0, "PASS", None),
+        (-0.5, -1.0, "FAIL", "not_improved"),
+    ],
+)
 def test_median_rule(pct: float, gate: float, verdict: str, reason: str | None) -> None:
     row = judge(fact(improvement_pct=pct, min_improvement_pct=gate))[0]
     assert (row["median_verdict"], row["median_reason"]) == (verdict, reason)
@@ -54,9 +82,14 @@ def test_median_rule_inconclusive(problem: str) -> None:
     assert (row["median_verdict"], row["median_reason"]) == ("INCONCLUSIVE", problem)
 
 
-@pytest.mark.parametrize(("better", "b", "c", "pct"), [
-    ("lower", 2.0, 1.5, 25.0), ("higher", 2.0, 2.5, 25.0), ("lower", 2.0, 2.5, -25.0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("better", "b", "c", "pct"),
+    [
+        ("lower", 2.0, 1.5, 25.0),
+        ("higher", 2.0, 2.5, 25.0),
+        ("lower", 2.0, 2.5, -25.0),
+    ],
+)
 def test_improvement_pct(better: str, b: float, c: float, pct: float) -> None:
     frame = pl.LazyFrame({"med_b": [b, None, 0.0], "med_c": [c, 1.0, 1.0], "better": better})
     rows = median_facts(frame, pl.col("better")).collect().to_dicts()
@@ -68,26 +101,34 @@ def test_improvement_pct(better: str, b: float, c: float, pct: float) -> None:
     ]
 
 
-@pytest.mark.parametrize(("est", "low", "high", "gate", "verdict", "reason"), [
-    (1.05, 1.02, 1.08, 1.0, "PASS", None),
-    (1.02, 1.01, 1.03, 1.0, "PASS", None),          # low == gate
-    (1.00, 1.02, 1.03, 1.0, "PASS", None),          # estimate below gate: the interval decides
-    (1.01, 1.005, 1.02, 1.0, "FAIL", "within_noise"),   # low > 1 but below the gate
-    (1.005, 1.002, 1.008, 1.0, "FAIL", "below_gate"),
-    (1.00, 0.99, 1.005, 1.0, "FAIL", "below_gate"),
-    (1.00, 0.99, 1.02, 1.0, "FAIL", "within_noise"),
-    (0.97, 0.95, 0.99, 1.0, "FAIL", "regressed"),
-    (1.01, 1.0, 1.02, 0.0, "FAIL", "within_noise"),      # low must be > 1, not >= 1
-    (1.01, 1.0000001, 1.02, 0.0, "PASS", None),
-    (0.99, 0.98, 0.999, 0.0, "FAIL", "regressed"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("est", "low", "high", "gate", "verdict", "reason"),
+    [
+        (1.05, 1.02, 1.08, 1.0, "PASS", None),
+        (1.02, 1.01, 1.03, 1.0, "PASS", None),  # low == gate
+        (1.00, 1.02, 1.03, 1.0, "PASS", None),  # estimate below gate: the interval decides
+        (1.01, 1.005, 1.02, 1.0, "FAIL", "within_noise"),  # low > 1 but below the gate
+        (1.005, 1.002, 1.008, 1.0, "FAIL", "below_gate"),
+        (1.00, 0.99, 1.005, 1.0, "FAIL", "below_gate"),
+        (1.00, 0.99, 1.02, 1.0, "FAIL", "within_noise"),
+        (0.97, 0.95, 0.99, 1.0, "FAIL", "regressed"),
+        (1.01, 1.0, 1.02, 0.0, "FAIL", "within_noise"),  # low must be > 1, not >= 1
+        (1.01, 1.0000001, 1.02, 0.0, "PASS", None),
+        (0.99, 0.98, 0.999, 0.0, "FAIL", "regressed"),
+    ],
+)
 def test_paired_rule(
     est: float, low: float, high: float, gate: float, verdict: str, reason: str | None
 ) -> None:
     row = judge(
-        fact(decision="paired", paired_estimate=est, paired_low=low, paired_high=high,
-             min_improvement_pct=gate)
-    )[0]  # fmt: skip
+        fact(
+            decision="paired",
+            paired_estimate=est,
+            paired_low=low,
+            paired_high=high,
+            min_improvement_pct=gate,
+        )
+    )[0]
     assert (row["paired_verdict"], row["paired_reason"]) == (verdict, reason)
     assert (row["verdict"], row["reason"]) == (verdict, reason)
     assert row["statistical_significance"] == "paired_interval"
@@ -95,8 +136,15 @@ def test_paired_rule(
 
 @pytest.mark.parametrize("why", ["too_few_pairs", "zero_baseline"])
 def test_paired_rule_inconclusive(why: str) -> None:
-    row = judge(fact(decision="paired", paired_low=None, paired_high=None,
-                     metric_status="unverifiable", metric_reason=why))[0]  # fmt: skip
+    row = judge(
+        fact(
+            decision="paired",
+            paired_low=None,
+            paired_high=None,
+            metric_status="unverifiable",
+            metric_reason=why,
+        )
+    )[0]
     assert (row["verdict"], row["reason"]) == ("INCONCLUSIVE", why)
 
 
@@ -104,10 +152,15 @@ def test_paired_rule_inconclusive(why: str) -> None:
 DECIDED: dict[str, dict[str, Any]] = {
     "PASS": {"improvement_pct": 5.0, "paired_low": 1.03, "paired_high": 1.07},
     "FAIL": {"improvement_pct": -5.0, "paired_low": 0.9, "paired_high": 0.95},
-    "INCONCLUSIVE": {"improvement_pct": None, "median_problem": "no_samples",
-                     "metric_status": "unverifiable", "metric_reason": "too_few_pairs",
-                     "paired_low": None, "paired_high": None},
-}  # fmt: skip
+    "INCONCLUSIVE": {
+        "improvement_pct": None,
+        "median_problem": "no_samples",
+        "metric_status": "unverifiable",
+        "metric_reason": "too_few_pairs",
+        "paired_low": None,
+        "paired_high": None,
+    },
+}
 GATE = {
     "explained": ("PASS", None),
     "unsupported": ("FAIL", "explanation_unsupported"),
@@ -151,8 +204,11 @@ def test_best_is_largest_improvement_ties_to_lowest_round() -> None:
         fact(attempt_id="r9", round=9, improvement_pct=9.0, status="failed"),  # not eligible
     )
     assert [(r["attempt_id"], r["eligible"], r["best"]) for r in rows] == [
-        ("r1", True, False), ("r2", True, True), ("r3", True, False), ("r9", False, False),
-    ]  # fmt: skip
+        ("r1", True, False),
+        ("r2", True, True),
+        ("r3", True, False),
+        ("r9", False, False),
+    ]
 
 
 def test_best_under_paired_uses_the_estimate() -> None:
