@@ -109,7 +109,8 @@ def test_the_probes_look_at_fewer_offsets_than_keys_however_long_the_keys() -> N
 
 # -- the error list of a file is capped ---------------------------------------------------------
 def test_the_errors_of_a_file_are_capped_and_the_other_attempts_kept(tmp_path: Path) -> None:
-    # before the fix: one error line per problem of every line (1 M lines: 135 s, 1 GB, 269 MB of stderr)
+    # before the fix: one error line per problem of every line
+    # (1 M lines: 135 s, 1 GB, 269 MB of stderr)
     folder = write_example_campaign(tmp_path / "attempts", attempts=("r001", "r002"))
     path = folder / "r001" / "measurements.jsonl"
     path.write_text("{}\n" * 20_000)

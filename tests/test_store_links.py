@@ -88,7 +88,8 @@ def test_a_linked_staging_folder_is_refused_and_its_target_kept(
     command: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # before the fix: store repair empties the victim (its entries are taken for stray staging folders)
+    # before the fix: store repair empties the victim (its entries are taken for stray staging
+    # folders)
     (store / "_staging").symlink_to(victim)
     before = snapshot(victim)
     change_a_metric(attempts_dir)
@@ -119,7 +120,8 @@ def test_a_linked_lock_or_marker_creates_nothing_outside(
     name: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # before the fix: the lock is opened and the marker touched through the link: victim/created appears
+    # before the fix: the lock is opened and the marker touched through the link:
+    # victim/created appears
     (store / name).unlink()
     (store / name).symlink_to(victim / "created")
     before = snapshot(victim)

@@ -268,6 +268,48 @@ def simulate_command(
     callback=_parse_gains,
     help="--sequential: true gains as multiples of the gate (min_improvement_pct).",
 )
+@click.option(
+    "--campaigns",
+    is_flag=True,
+    help="Run the campaign study instead: campaigns of many rounds, the pick's selected "
+    "estimate against a confirmation round, false adoptions with and without LORD++ "
+    "(docs/calibration.md, Campaigns).",
+)
+@click.option(
+    "--campaign-rounds",
+    default="10,30,100",
+    show_default=True,
+    callback=_parse_repetitions,
+    help="--campaigns: rounds per campaign, one row per count.",
+)
+@click.option(
+    "--gain-share",
+    type=click.FloatRange(0, 1),
+    default=0.2,
+    show_default=True,
+    help="--campaigns: share of candidates truly faster.",
+)
+@click.option(
+    "--gain-pct",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="--campaigns: how much faster they are, percent.",
+)
+@click.option(
+    "--pairs",
+    type=int,
+    default=10,
+    show_default=True,
+    help="--campaigns: pairs of every round and of the confirmation.",
+)
+@click.option(
+    "--lord-level",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="--campaigns: level of the LORD++ false-discovery rule over the rounds.",
+)
 @format_option("table", "json", "csv")
 @model_options
 def calibrate_command(
@@ -282,6 +324,12 @@ def calibrate_command(
     max_pairs: int,
     fixed_pairs: tuple[int, ...],
     gains: tuple[float, ...],
+    campaigns: bool,
+    campaign_rounds: tuple[int, ...],
+    gain_share: float,
+    gain_pct: float,
+    pairs: int,
+    lord_level: float,
     **model: Any,
 ) -> int:
     """Measure the decision rules and interval methods on simulated campaigns.
@@ -299,16 +347,34 @@ def calibrate_command(
     attempts, under every design and true gain: PASS rate, coverage at the stop, and the
     pairs used (mean, median, 90th percentile). --repetitions does not apply.
 
+    With --campaigns: campaigns of --campaign-rounds rounds where --gain-share of the
+    candidates are truly --gain-pct faster; per length, the PASSes and false adoptions per
+    campaign, the pick's selected estimate against its true gain, a confirmation round's bias
+    and coverage, the expected-by-chance count, and the same under LORD++. --attempts is the
+    number of campaigns per length.
+
     \b
     Example:
       explain-pipeline calibrate
       explain-pipeline calibrate --attempts 200 --resamples 2000 --format csv
       explain-pipeline calibrate --noise lognormal --position-effect-pct 3
       explain-pipeline calibrate --sequential
+      explain-pipeline calibrate --campaigns
     """
     from pipeline.study.calibrate import calibrate, render
     from pipeline.study.simulate import Noise
 
+    if campaigns:
+        from pipeline.study import search
+
+        design = search.Design(
+            campaign_rounds, gain_share, gain_pct, pairs, "student_t", lord_level
+        )
+        searched = search.search_study(
+            campaigns=attempts, seed=seed, design=design, model=_model(model)
+        )
+        click.echo(search.render(searched, fmt), nl=False)
+        return ExitCode.OK
     if sequential:
         ctx = click.get_current_context()
         if ctx.get_parameter_source("repetitions") != click.core.ParameterSource.DEFAULT:
