@@ -16,6 +16,7 @@ import pytest
 from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
 
 from pipeline.cli import main
+from pipeline.contract.inert import inert
 from pipeline.store.tables import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,7 +74,9 @@ def md_cells(line: str) -> list[str]:
 
 
 def unescape(markdown: str) -> str:
-    text = markdown.replace("<br>", "\n")
+    """What a cell shows, without the zero-width joiners that keep names from being mentions
+    or links."""
+    text = markdown.replace("\u200d", "").replace("<br>", "\n")
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
     return re.sub(r"\\(.)", r"\1", text)
 
@@ -104,7 +107,7 @@ def test_markdown_table_shows_the_text_tables_rows_and_the_exact_names(
     headers = re.split(r"\s{2,}", text.splitlines()[1].strip())
     assert rows[0] == headers
     assert len(rows) == 3 and all(len(r) == len(headers) for r in rows)
-    assert rows[1][2] == ODD and rows[2][2] == "same\x01code"
+    assert rows[1][2] == inert(ODD) and rows[2][2] == "same\\x01code"
     # every cell but the candidate's reads as the text table's (whose row the label breaks)
     text_r2 = next(ln for ln in text.splitlines() if ln.startswith("2 "))
     text_cells = re.split(r"\s{2,}", text_r2.strip())
@@ -166,7 +169,7 @@ def test_junit_has_a_case_per_attempt_and_expectation(
     cases = suites["c"].findall("testcase")
     names = [(t.get("classname"), t.get("name")) for t in cases]
     assert names == [
-        ("c", f"r1 {ODD}"),
+        ("c", f"r1 {inert(ODD)}"),
         ("c.r1", "region attn decrease"),
         ("c.r1", "region ref unchanged"),
         ("c.r1", "counter launches increase"),
@@ -199,10 +202,7 @@ def test_junit_counts_agree_with_the_verdicts(
     )
     assert code == 0
     attempts = json.loads(out)["campaigns"][0]["attempts"]
-    verdicts = {
-        f"{a['attempt_id']} {a['candidate']}".replace("\x01", "\\x01"): a["verdict"]
-        for a in attempts
-    }
+    verdicts = {f"{a['attempt_id']} {inert(a['candidate'])}": a["verdict"] for a in attempts}
     cases = {
         t.get("name"): t
         for t in ET.parse(report).getroot().iter("testcase")

@@ -91,7 +91,7 @@ def assess_command(
     # peak RSS over 1 GiB); no CPU cost measured.
     load_polars("muzzy_decay_ms:0")
     from pipeline.assess.campaigns import assess, parse_what_if
-    from pipeline.output.sinks import Sinks
+    from pipeline.output.sinks import Sinks, echo
     from pipeline.output.text import gate_line, rejection_warnings
     from pipeline.store.tables import Store
 
@@ -107,14 +107,14 @@ def assess_command(
 
         gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
     for line in rejection_warnings(result):
-        click.echo(line, err=True)
+        echo(line + "\n", err=True)
     sinks.emit(result)
     if result.blocked.height:
         ids = ", ".join(result.blocked["campaign_id"].unique(maintain_order=True))
         click.echo(f"error: blocked by integrity errors: {ids}", err=True)
         return int(result.exit_code)
     if gated is not None:
-        click.echo(gate_line(gated), err=True)
+        echo(gate_line(gated) + "\n", err=True)
         return int(ExitCode.OK if gated["verdict"] == "PASS" else ExitCode.NOT_PASS)
     return int(result.exit_code)
 

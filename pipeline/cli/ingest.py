@@ -55,11 +55,13 @@ def ingest_command(
             engine=runner,
             mode="precise" if precise else "fast",
         )
-    click.echo(format_summary(report))
+    from pipeline.output.sinks import echo
+
+    echo(format_summary(report) + "\n")
     for issue in report.issues:
-        click.echo(str(issue), err=True)
+        echo(f"{issue}\n", err=True)
     for warning in report.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}\n", err=True)
     return int(report.exit_code)
 
 
@@ -67,13 +69,13 @@ def format_summary(report: IngestReport) -> str:
     """A plain-text table: one line per campaign, then the totals."""
     import polars as pl
 
+    from pipeline.contract.inert import inert
     from pipeline.ingest.attempts import OUTCOMES
-    from pipeline.ingest.validate import printable
 
     summary = report.summary()
     totals = summary.select(pl.col(OUTCOMES).sum())
     header = ("campaign", "campaign.json", *OUTCOMES)
-    rows = [tuple(printable(str(v)) for v in row) for row in summary.iter_rows()]
+    rows = [tuple(inert(str(v)) for v in row) for row in summary.iter_rows()]
     rows.append(("total", f"{summary.height} campaigns", *(str(v) for v in totals.row(0))))
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
     lines = [

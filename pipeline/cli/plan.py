@@ -46,9 +46,9 @@ def plan_command(folder: Path, effect_pct: str, max_repetitions: int) -> int:
     from pipeline.study.plan import parse_effects, plan
 
     result = plan(folder, parse_effects(effect_pct), max_pairs=max_repetitions)
-    from pipeline.output.text import plan as render
+    from pipeline.output.sinks import show
 
-    click.echo(render(result), nl=False)
+    show(result)
     return int(ExitCode.OK)
 
 

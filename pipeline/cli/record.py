@@ -138,10 +138,12 @@ def start_command(
         policy["require_explanation"] = True
     if interval != "percentile":  # omitted when it is the default, so digests stay as before
         policy["interval"] = interval
+    from pipeline.output.inert import shown
+    from pipeline.output.sinks import echo
     from pipeline.output.text import campaign_started
 
     document = start_campaign(folder, metric=metric, better=better, kind=kind, policy=policy)
-    click.echo(campaign_started(document, folder), nl=False)
+    echo(campaign_started(shown(document), shown(folder)))
     return int(ExitCode.OK)
 
 
@@ -163,7 +165,7 @@ def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | 
       explain-pipeline campaign final attempts/matmul --store .explain-store
       explain-pipeline campaign final attempts/matmul --format markdown --junit verdicts.xml
     """
-    from pipeline.output.sinks import Sinks
+    from pipeline.output.sinks import Sinks, echo
     from pipeline.record.campaign import final_campaign
     from pipeline.store.tables import Store
 
@@ -171,7 +173,7 @@ def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | 
     final = final_campaign(folder, Store.open(store_path))
     sinks.emit(final)
     for issue in final.ingest.issues:
-        click.echo(str(issue), err=True)
+        echo(f"{issue}\n", err=True)
     code = final.assess.exit_code
     if code == ExitCode.OK and (final.rejected.height or final.ingest.exit_code):
         return int(ExitCode.REJECTED)
@@ -424,14 +426,16 @@ def round_command(
         max_repetitions=max_repetitions,
     )
     result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
-    from pipeline.output.text import round_
+    from pipeline.output.sinks import show
 
-    click.echo(round_(result), nl=False)
+    show(result)
     return int(ExitCode.ROUND_FAILED if result.status == "failed" else ExitCode.OK)
 
 
 def _warn(text: str) -> None:
-    click.echo(text, err=True)
+    from pipeline.output.sinks import echo
+
+    echo(text + "\n", err=True)
 
 
 def _one_count(until_decided: bool) -> None:

@@ -29,6 +29,7 @@ import polars as pl
 from tqdm import tqdm
 
 from pipeline.contract.files import ReadMode
+from pipeline.contract.inert import printable
 from pipeline.contract.policy import POLICY_FIELDS, canonical_policy, with_defaults
 from pipeline.contract.schemas import table
 from pipeline.engines import Engine, LocalEngine
@@ -43,7 +44,6 @@ from pipeline.ingest.validate import (
     Issue,
     Run,
     parse_timestamp,
-    printable,
     read_attempt_files,
     valid_id,
     validate_attempt,

@@ -48,6 +48,7 @@ from pipeline.contract.declare import (
     timestamp_fields,
 )
 from pipeline.contract.files import InputFileError, MiB, read_regular
+from pipeline.contract.inert import printable
 from pipeline.contract.layout import (
     ATTEMPT_FILE,
     CAMPAIGN_FILE,
@@ -89,24 +90,6 @@ class Issue:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         what = f'field "{self.field}": ' if self.field else ""
         return printable(f"{where}: {what}{self.message} [{self.code}]")
-
-
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
-
-
-def printable(text: str) -> str:
-    """One line of valid UTF-8 whatever a file or folder name holds: control characters, line
-    separators and lone surrogates (also those standing for undecodable bytes of a file name)
-    are written as escapes (``\\n``, ``\\x1b``, ``\\udcff``)."""
-    return _UNPRINTABLE.sub(_escape, text)
 
 
 # -- small helpers ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ the declared expectations' outcomes. Free text is escaped as literal Markdown (`
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable, Mapping
 from functools import singledispatch
@@ -12,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.assess.campaigns import AssessResult
+from pipeline.contract.inert import inert
 from pipeline.output.numbers import TEXT, fmt_paired
 from pipeline.output.views import (
     SUMMARY_HEADERS,
@@ -35,13 +37,31 @@ def render(result: object) -> str:
     raise TypeError(f"no Markdown for a {type(result).__name__}")
 
 
+_LINKED = re.compile(r"(@|#(?=\d)|://|(?i:www)\.)")
+ZWJ = "\u200d"
+"""A zero-width joiner after the first character of `@`, `#` before a digit, `://` and `www.`:
+GitHub makes no mention (`@user`, `@org/team`: a notification), no issue reference (`#12`) and
+no autolink (a bare URL, `www.`, an e-mail address) of a name, and the text reads the same."""
+
+
+def _unlinked(text: str) -> str:
+    return _LINKED.sub(lambda m: m.group()[0] + ZWJ + m.group()[1:], text)
+
+
 def md(text: object) -> str:
-    """Text as literal Markdown inside a table cell: punctuation that Markdown or a table would
-    read is escaped (`|` included), `<`/`>`/`&` become entities (a C++ template is no HTML tag),
-    line breaks become `<br>`."""
-    escaped = _MD_SPECIAL.sub(r"\\\1", str(text))
+    """Free text as literal Markdown inside a table cell: inert first (one line, no control
+    character, pipeline.contract.inert), then punctuation that Markdown or a table would read
+    escaped (`|` included), `<`/`>`/`&` as entities (a C++ template is no HTML tag), and no
+    mention, issue reference or autolink (``_LINKED``)."""
+    escaped = _MD_SPECIAL.sub(r"\\\1", inert(str(text)))
     escaped = escaped.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"\r\n|\r|\n", "<br>", escaped)
+    return _unlinked(escaped)
+
+
+def html_text(text: object) -> str:
+    """Free text inside raw HTML (the `<summary>` line: GitHub reads no Markdown escape
+    there, so `\\_` would show its backslash): inert, HTML-escaped, unlinked."""
+    return _unlinked(html.escape(inert(str(text)), quote=False))
 
 
 def md_table(headers: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -96,7 +116,7 @@ def _attempt_details(split: Split, cid: str, row: Mapping[str, Any], *, open_: b
     comparisons = split.comparisons(cid, row["attempt_id"])
     outcomes = split.outcomes(cid, row["attempt_id"])
     summary = (
-        f"{md(row['attempt_id'])} (round {row['round']}, {md(row['candidate'])}): "
+        f"{html_text(row['attempt_id'])} (round {row['round']}, {html_text(row['candidate'])}): "
         f"quantities {comparisons.height}, "
         f"declared expectations {outcomes.height}"
     )

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.contract.inert import inert_output
 from pipeline.errors import UsageError
 from pipeline.output import FORMATS, render
+from pipeline.output.inert import shown
 
 if TYPE_CHECKING:
     from pipeline.assess.campaigns import AssessResult
@@ -56,6 +58,24 @@ def write_output(output: str | Path | None, data: str | bytes) -> Path | None:
 
 def _stderr(text: str) -> None:
     click.echo(text, err=True, nl=False)
+
+
+def echo(text: str, *, err: bool = False, json: bool = False) -> None:
+    """Print a rendered text (no newline added) with no line that starts a CI workflow
+    command (pipeline.contract.inert): the last step of every output of the CLI."""
+    click.echo(inert_output(text, json=json), err=err, nl=False)
+
+
+def show(result: Any, fmt: str = "text") -> None:
+    """Print ``result`` in format ``fmt`` on stdout, its free text inert (a round, a plan: the
+    results that have no JUnit or GitHub output)."""
+    echo(render(_for_format(result, fmt), fmt), json=FORMATS[fmt] == "json")
+
+
+def _for_format(result: Any, fmt: str) -> Any:
+    """What the renderer of ``fmt`` reads: JSON escapes every string itself and must keep the
+    data as it is; every other format gets the inert copy."""
+    return result if FORMATS[fmt] == "json" else shown(result)
 
 
 def assessed_part(result: Any) -> AssessResult:
@@ -99,24 +119,32 @@ class Sinks:
         job summary and annotations. Annotations go to stderr: the runner reads workflow
         commands from both streams, and stdout keeps only the command's output (a table, JSON
         or Markdown redirected to a file stays clean)."""
+        visible = _for_format(result, self.fmt)
         if FORMATS[self.fmt] == "csv":
             from pipeline.output.csv import notes
 
-            self.stderr(notes(assessed_part(result)))
-        click.echo(render(result, self.fmt, digests=self.digests), nl=False)
+            self.stderr(inert_output(notes(assessed_part(visible))))
+        rendered = render(visible, self.fmt, digests=self.digests)
+        echo(rendered, json=FORMATS[self.fmt] == "json")
+        if self.junit is not None or self.github:
+            visible = visible if visible is not result else shown(result)
         if self.junit is not None:
             from pipeline.output import junit
 
-            write_output(self.junit, junit.render(assessed_part(result)))
+            document = junit.render(assessed_part(visible)).decode("utf-8")
+            write_output(self.junit, inert_output(document).encode("utf-8"))
         if self.github:
-            self._github(result)
+            self._github(visible)
 
-    def _github(self, result: Any) -> None:
+    def _github(self, visible: Any) -> None:
+        """The job summary and the annotations of the inert copy; the annotations are the
+        only workflow commands the tool prints, so they bypass the sink's rule (their data is
+        escaped as GitHub documents, and their free text is inert)."""
         from pipeline.output import github
 
         if self.summary:
-            warning = github.append_summary(self.summary, render(result, "markdown"))
+            warning = github.append_summary(self.summary, render(visible, "markdown"))
             if warning:
-                self.stderr(warning + "\n")
-        for line in github.annotation_lines(assessed_part(result), self.focus):
+                self.stderr(inert_output(warning + "\n"))
+        for line in github.annotation_lines(assessed_part(visible), self.focus):
             self.stderr(line + "\n")

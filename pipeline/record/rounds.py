@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from pipeline.atomic import LineAppender, dump_json, write_atomic
 from pipeline.contract.declare import schema_id
+from pipeline.contract.inert import inert
 from pipeline.contract.layout import (
     ATTEMPT_FILE,
     CAMPAIGN_FILE,
@@ -289,13 +290,17 @@ def _pairs(lines: list[dict[str, Any]]) -> int:
 
 
 def _log_run(log: TextIO, label: str, side: Side, result: RunResult, order: str = "") -> None:
-    what = f"ok metric {result.metric:.6g}" if result.status == "ok" else f"failed: {result.reason}"
+    what = (
+        f"ok metric {result.metric:.6g}"
+        if result.status == "ok"
+        else f"failed: {inert(result.reason or '')}"
+    )
     seconds = (result.finished_at - result.started_at).total_seconds()
     log.write(
         f"{timestamp(result.started_at)}  {label:<14} {side:<9} {order}{what} ({seconds:.3f} s)\n"
     )
     if result.status == "failed" and result.stderr_tail.strip():
-        log.write("".join(f"    | {x}\n" for x in result.stderr_tail.rstrip().splitlines()))
+        log.write("".join(f"    | {inert(x)}\n" for x in result.stderr_tail.rstrip().splitlines()))
     log.flush()
 
 
@@ -303,10 +308,12 @@ def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: Run
     doc = attempt.document
     log.write(
         f"round {doc['round']} ({doc['attempt_id']}), {RECORDER}, started "
-        f"{timestamp(now())}\n  baseline  {request.baseline}: {request.baseline_cmd}\n"
-        f"  candidate {request.candidate}: {request.candidate_cmd}\n"
+        f"{timestamp(now())}\n  baseline  {inert(request.baseline)}: "
+        f"{inert(request.baseline_cmd)}\n"
+        f"  candidate {inert(request.candidate)}: {inert(request.candidate_cmd)}\n"
         f"  repetitions {request.repetitions}, warm-up {request.warmup} per side, order seed "
-        f"{doc['order_seed']}, timeout {_seconds(request.timeout)}, cwd {settings.cwd}\n"
+        f"{doc['order_seed']}, timeout {_seconds(request.timeout)}, "
+        f"cwd {inert(str(settings.cwd))}\n"
         f"  measured by {describe(request.measure)}\n"
     )
     log.flush()
@@ -351,12 +358,12 @@ def _first_failure(label: str, side: Side, result: RunResult, log_path: Path) ->
     """The screen message for the first failed run of a round."""
     lines = result.stderr_tail.rstrip().splitlines()[-SCREEN_TAIL_LINES:]
     if lines:
-        tail = "; its stderr ends with:\n" + "".join(f"    | {x}\n" for x in lines)
+        tail = "; its stderr ends with:\n" + "".join(f"    | {inert(x)}\n" for x in lines)
     else:
         tail = " (its stderr is empty)\n"
     return (
-        f"warning: {side} run ({label}) failed: {result.reason}{tail}"
-        f"  every run is logged in {log_path}"
+        f"warning: {side} run ({label}) failed: {inert(result.reason or '')}{tail}"
+        f"  every run is logged in {inert(str(log_path))}"
     )
 
 
