@@ -159,7 +159,7 @@ def ingest_command(folder: Path, store: Path, options: list[str]) -> dict[str, f
 
 
 def phase_import(trace: str, mode: ReadMode = "fast") -> dict[str, Any]:
-    from pipeline.importers import import_line
+    from pipeline.importers import ImportOptions, import_line
 
     # The program loaded and warmed: one import of the small fixture first loads every module an
     # import uses and starts Polars' thread pool (start-up has its own row), so the time and the
@@ -167,7 +167,8 @@ def phase_import(trace: str, mode: ReadMode = "fast") -> dict[str, Any]:
     import_line("kineto", [str(FIXTURES / "cpu_steps.json")], side="baseline", repetition=0)
     before = _status_mib("VmRSS")
     t0, c0 = time.perf_counter(), time.process_time()
-    line, _ = import_line("kineto", [trace], side="baseline", repetition=0, mode=mode)
+    options = ImportOptions(mode=mode)
+    line, _ = import_line("kineto", [trace], side="baseline", repetition=0, options=options)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     return {
         "seconds": seconds,

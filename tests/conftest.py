@@ -1,14 +1,34 @@
-"""Shared test helpers: small stored-attempt campaigns written with pipeline/study/stored.py."""
+"""Shared test helpers: the command line run in-process (``run_cli``) and small stored-attempt
+campaigns written with pipeline/study/stored.py."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pipeline.cli import main
 from pipeline.study.stored import write_attempt, write_campaign
+
+CliRun = Callable[[Sequence[str]], tuple[int, str, str]]
+"""``run_cli(args)``: the exit code, stdout and stderr of ``explain-pipeline ARGS``."""
+
+
+def cli_result(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the real entry point in this process: its exit code, stdout and stderr."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
+    """``cli_result`` bound to this test's captured output."""
+    return lambda args: cli_result(args, capsys)
+
 
 MECHANISM: dict[str, Any] = {
     "hypothesis": "fewer launches in attention",

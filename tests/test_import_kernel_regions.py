@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.contract.declare import MAX_NAME_LENGTH, Side
-from pipeline.importers import import_line
+from pipeline.importers import ImportOptions, import_line
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kernels import DIGEST_CHARS, OTHER, REGION_NAME_MAX, region_name
 
@@ -43,7 +43,7 @@ def regions(fmt: str, files: list[Path], *kernel_regions: str) -> dict[str, dict
         side="baseline",
         repetition=0,
         metric=1.0,
-        kernel_regions=kernel_regions or ("*",),
+        options=ImportOptions.parse(kernel_regions=kernel_regions or ("*",)),
     )
     return line["breakdown"]
 
@@ -151,7 +151,7 @@ def test_per_step_files_give_per_step_kernel_regions(tmp_path: Path) -> None:
         side="baseline",
         repetition=0,
         metric=2.0,
-        kernel_regions=("attention=attention", "moe=fused_moe"),
+        options=ImportOptions.parse(kernel_regions=("attention=attention", "moe=fused_moe")),
     )
     assert set(line["breakdown"]) == {"prefill", "decode"}
     assert line["breakdown"]["decode"] == {"attention": 0.001482333, "other": 0.0008894}
@@ -166,7 +166,7 @@ def test_nvtx_ranges_give_way_to_kernel_regions() -> None:
         side="baseline",
         repetition=0,
         metric=1.0,
-        kernel_regions=("*",),
+        options=ImportOptions.parse(kernel_regions=("*",)),
     )
     assert set(line["breakdown"]["all"]) == {
         "void attention_kernel<float>(float*, int)",
@@ -292,7 +292,7 @@ def test_a_mechanism_names_a_kernel_group_and_is_confirmed(tmp_path: Path) -> No
                     side=side,
                     repetition=rep,
                     metric=seconds,
-                    kernel_regions=groups,
+                    options=ImportOptions.parse(kernel_regions=groups),
                 )[0]
             )
     policy = {

@@ -286,7 +286,7 @@ def test_import_run_prints_or_appends(tmp_path: Path) -> None:
         side="candidate",
         repetition=0,
         output=out,
-        renames=["attention=attn", "aten_ops=ops"],
+        options=ImportOptions.parse(renames=["attention=attn", "aten_ops=ops"]),
     )
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert lines[0] == first

@@ -69,7 +69,7 @@ def test_rename_renames_steps_and_adds_steps_renamed_to_one() -> None:
         path,
         side="baseline",
         repetition=0,
-        renames=["step-2=warmup", "step-3=decode", "step-4=decode"],
+        options=ImportOptions.parse(renames=["step-2=warmup", "step-3=decode", "step-4=decode"]),
     )
     assert sorted(renamed["breakdown"]) == ["decode", "warmup"]
     assert renamed["breakdown"]["warmup"] == plain["breakdown"]["step-2"]

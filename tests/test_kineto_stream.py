@@ -17,7 +17,7 @@ import pytest
 from msgspec import Raw
 from test_import_kineto import _gpu_trace
 
-from pipeline.importers import import_line, kineto, kineto_stream
+from pipeline.importers import ImportOptions, import_line, kineto, kineto_stream
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kineto_stream import read_events
 
@@ -50,7 +50,9 @@ def test_the_streamed_line_is_the_whole_readers_line(tmp_path: Path, name: str) 
     path = _tricky(tmp_path, 2) if name == "tricky" else FIXTURES / name
     assert read_events(path, kineto._KEPT_CATS, kineto.EVENT_SCHEMA, block=4096) is not None
     streamed = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
-    whole = import_line("kineto", [str(path)], side="baseline", repetition=0, mode="precise")
+    whole = import_line(
+        "kineto", [str(path)], side="baseline", repetition=0, options=ImportOptions(mode="precise")
+    )
     assert whole[0] == streamed
 
 
@@ -58,7 +60,9 @@ def test_stream_of_a_gpu_trace_and_the_same_line(tmp_path: Path) -> None:
     path = _gpu_trace(tmp_path)
     _same_as_whole(path, 50)
     streamed = import_line("kineto", [str(path)], side="baseline", repetition=0)[0]
-    whole = import_line("kineto", [str(path)], side="baseline", repetition=0, mode="precise")
+    whole = import_line(
+        "kineto", [str(path)], side="baseline", repetition=0, options=ImportOptions(mode="precise")
+    )
     assert whole[0] == streamed
 
 
@@ -172,7 +176,13 @@ def test_ids_and_times_written_otherwise_take_the_whole_reading(
     except ImportFormatError as exc:
         line = {"error": str(exc)}
     try:
-        whole = import_line("kineto", [str(path)], side="baseline", repetition=0, mode="precise")[0]
+        whole = import_line(
+            "kineto",
+            [str(path)],
+            side="baseline",
+            repetition=0,
+            options=ImportOptions(mode="precise"),
+        )[0]
     except ImportFormatError as exc:
         whole = {"error": str(exc)}
     assert whole == line

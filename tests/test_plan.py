@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pipeline.assess.sequential import Schedule
 from pipeline.cli import main
 from pipeline.study.plan import fixed_pairs, sequential_pairs
 
@@ -70,11 +71,11 @@ def test_a_spread_of_rounding_noise_is_priced_at_min_pairs() -> None:
 def test_sequential_columns_stop_early_on_clear_cases_and_rarely_pass_aa() -> None:
     rng = np.random.default_rng(0)
     power, mean, p90 = sequential_pairs(
-        math.log(1.5), 1.01, 0.05, first_look=6, max_pairs=40, confidence=0.95, rng=rng
+        math.log(1.5), 1.01, 0.05, plan=Schedule(6, 2, 40), confidence=0.95, rng=rng
     )
     assert (power, mean, p90) == (1.0, 6.0, 6.0)
     power, mean, _ = sequential_pairs(
-        0.0, 1.01, 0.05, first_look=6, max_pairs=40, confidence=0.95, rng=rng
+        0.0, 1.01, 0.05, plan=Schedule(6, 2, 40), confidence=0.95, rng=rng
     )
     assert power <= 0.01  # A/A: a false PASS at most, within 2.5% by design
     assert mean < 0.3 * 40  # futility stops most A/A rounds early

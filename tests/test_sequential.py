@@ -135,7 +135,7 @@ def reference_power(
 def test_predictive_power_against_the_normal_formula(n: int, mean: float, sd: float) -> None:
     plan = (6, 2, 40)
     got = sequential.predictive_power(
-        n, mean, sd, gate=1.01, first_look=6, look_every=2, max_pairs=40, confidence=0.95
+        n, mean, sd, gate=1.01, plan=sequential.Schedule(*plan), confidence=0.95
     )
     assert got == pytest.approx(reference_power(n, mean, sd, 1.01, plan), rel=1e-9, abs=1e-15)
     many = sequential.predictive_powers(
@@ -143,9 +143,7 @@ def test_predictive_power_against_the_normal_formula(n: int, mean: float, sd: fl
         [mean, mean],
         [sd, sd],
         gate=1.01,
-        first_look=6,
-        look_every=2,
-        max_pairs=40,
+        plan=sequential.Schedule(*plan),
         confidence=0.95,
     )
     assert list(many) == [got, got]
@@ -154,9 +152,7 @@ def test_predictive_power_against_the_normal_formula(n: int, mean: float, sd: fl
 def test_futility_stops_hopeless_rounds_only() -> None:
     kw: dict[str, Any] = {
         "gate": 1.01,
-        "first_look": 6,
-        "look_every": 2,
-        "max_pairs": 40,
+        "plan": sequential.Schedule(6, 2, 40),
         "confidence": 0.95,
     }
     assert sequential.futile(6, -0.01, 0.04, **kw)  # measured a slowdown

@@ -32,7 +32,7 @@ def _reference(x: np.ndarray, ratio: float, *, futility: bool) -> dict[str, floa
             low, high = math.exp(m - c * s / math.sqrt(n)), math.exp(m + c * s / math.sqrt(n))
             passed = low > 1 and low >= gate
             give_up = futility and sequential.futile(
-                n, m, s, gate=gate, first_look=6, look_every=2, max_pairs=40, confidence=0.95
+                n, m, s, gate=gate, plan=sequential.Schedule(*plan), confidence=0.95
             )
             if passed or give_up or n == plan[2]:
                 stops.append(n)
@@ -130,7 +130,7 @@ def test_where_the_study_stops_assess_gives_the_same_interval_and_verdict(
 
     ratio, attempts = 1.03, 16
     x = metric_log_ratios(MODEL, "lognormal", 40, attempts, 2) + math.log(ratio)
-    design = designs((6, 2, 40), (20,), 0.95)[0]
+    design = designs(sequential.Schedule(6, 2, 40), (20,), 0.95)[0]
     found = stops(x, design, MODEL, ratio)
     assert set(found["passed"]) == {True, False}  # both kinds of stop are checked
     policy = {"decision": "paired", "interval": "sequential_t", "resamples": 200}

@@ -35,6 +35,8 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.assess.sequential import Schedule
+
 FloatArray = npt.NDArray[np.float64]
 SIMULATIONS = 4000
 """Simulated identical rounds per design of the median rule (a rate of 25% to about +-0.7
@@ -74,9 +76,7 @@ def paired_rates(
     return np.where(usable, rate, 0.0)
 
 
-def sequential_rate(
-    spread: float, *, gate_pct: float, first_look: int, max_pairs: int, confidence: float
-) -> float:
+def sequential_rate(spread: float, *, gate_pct: float, plan: Schedule, confidence: float) -> float:
     """P(PASS) of a round stopped when decided (``round --until-decided``) when the code is
     identical: the plan's simulation of that round's rules at a true gain of 0."""
     from pipeline.study.plan import sequential_pairs
@@ -85,15 +85,7 @@ def sequential_rate(
         return 0.0
     rng = np.random.Generator(np.random.PCG64(SEED))
     gate = 1 + gate_pct / 100
-    won, _, _ = sequential_pairs(
-        0.0,
-        gate,
-        spread,
-        first_look=first_look,
-        max_pairs=max_pairs,
-        confidence=confidence,
-        rng=rng,
-    )
+    won, _, _ = sequential_pairs(0.0, gate, spread, plan=plan, confidence=confidence, rng=rng)
     return won
 
 

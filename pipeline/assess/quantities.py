@@ -548,8 +548,12 @@ def intervals(summary: pl.DataFrame) -> pl.DataFrame:
         x = part["xs"].explode().to_numpy().reshape(len(qids), int(n)).T
         critical = None
         if method == sequential.METHOD and n >= 2:
-            plan = (first_look, look_every, max_pairs) if first_look is not None else (n, 1, n)
-            critical = sequential.boundary(*(int(v) for v in plan), float(confidence))
+            plan = (
+                sequential.Schedule(int(first_look), int(look_every), int(max_pairs))
+                if first_look is not None
+                else sequential.Schedule.single(int(n))
+            )
+            critical = plan.boundary(float(confidence))
         result = method_intervals(
             x,
             method,

@@ -23,12 +23,13 @@ round ever stopped for futility: non-binding, and conservative).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.contract.declare import INTERVAL_METHODS, bounds
+from pipeline.contract.declare import INTERVAL_METHODS, SCHEDULE_DEFAULTS, bounds
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -61,16 +62,43 @@ docs/calibration.md, and tests/test_sequential_study.py holds these figures to i
 run gave ``sequential_t`` 2.4%."""
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """The planned looks of a round, in pairs: ``first_look + j * look_every`` below
+    ``max_pairs``, then ``max_pairs`` (also when it is off that grid); one look when
+    ``first_look >= max_pairs``. attempt.json's ``sequential`` object holds it; its defaults are
+    the recorder's plan (SCHEDULE_DEFAULTS). Each field within the bounds attempt.schema.json
+    gives it (ValueError otherwise)."""
+
+    first_look: int = SCHEDULE_DEFAULTS["first_look"]
+    look_every: int = SCHEDULE_DEFAULTS["look_every"]
+    max_pairs: int = SCHEDULE_DEFAULTS["max_pairs"]
+
+    def __post_init__(self) -> None:
+        for name in ("first_look", "look_every", "max_pairs"):
+            value = getattr(self, name)
+            problem = bounds("attempt", "sequential", name).problem(value)
+            if problem is not None:
+                raise ValueError(f"sequential.{name} {problem}, got {value}")
+
+    @classmethod
+    def single(cls, n: int) -> Schedule:
+        """One look, at ``n`` pairs: ``sequential_t`` there is ``student_t``."""
+        return cls(n, 1, n)
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """Pairs at each planned look."""
+        return (*range(self.first_look, self.max_pairs, self.look_every), self.max_pairs)
+
+    def boundary(self, confidence: float) -> float:
+        """The constant ``c`` of these looks (``boundary``)."""
+        return boundary(self.first_look, self.look_every, self.max_pairs, confidence)
+
+
 def schedule(first_look: int, look_every: int, max_pairs: int) -> tuple[int, ...]:
-    """Pairs at each planned look: ``first_look + j * look_every`` below ``max_pairs``, then
-    ``max_pairs`` (also when it is off that grid); one look when ``first_look >= max_pairs``.
-    Each field within the bounds attempt.schema.json gives it (ValueError otherwise)."""
-    given = {"first_look": first_look, "look_every": look_every, "max_pairs": max_pairs}
-    for name, value in given.items():
-        problem = bounds("attempt", "sequential", name).problem(value)
-        if problem is not None:
-            raise ValueError(f"sequential.{name} {problem}, got {value}")
-    return (*range(first_look, max_pairs, look_every), max_pairs)
+    """Pairs at each planned look of ``Schedule(first_look, look_every, max_pairs)``."""
+    return Schedule(first_look, look_every, max_pairs).looks
 
 
 @lru_cache(maxsize=64)
@@ -112,14 +140,12 @@ def predictive_powers(
     sd: npt.ArrayLike,
     *,
     gate: float,
-    first_look: int,
-    look_every: int,
-    max_pairs: int,
+    plan: Schedule,
     confidence: float,
 ) -> FloatArray:
     """The predictive power (Spiegelhalter, Freedman & Blackburn 1986): the chance that the
     interval at ``max_pairs`` reaches the gate, given the ``n`` pairs seen, when the true mean
-    is as uncertain as they say. With ``c = boundary(...)``, ``N = max_pairs`` and
+    is as uncertain as they say. With ``c = plan.boundary(confidence)``, ``N = plan.max_pairs`` and
     ``b = ln(max(gate, 1)) + c * sd / sqrt(N)`` (the final mean that puts ``low`` on the gate,
     ``sd`` taken as known), the final mean ``(n * mean + (N - n) * future) / N``, with the
     future pairs' mean ``~ Normal(theta, sd^2 / (N - n))`` and ``theta ~ Normal(mean, sd^2 / n)``,
@@ -134,7 +160,7 @@ def predictive_powers(
     98.2% (docs/calibration.md)."""
     from scipy.special import ndtr
 
-    c = boundary(first_look, look_every, max_pairs, confidence)
+    c, max_pairs = plan.boundary(confidence), plan.max_pairs
     n_, mean_, sd_ = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (n, mean, sd)))
     target = math.log(max(gate, 1.0)) + c * sd_ / math.sqrt(max_pairs)
     left = max_pairs - n_
@@ -145,29 +171,10 @@ def predictive_powers(
 
 
 def predictive_power(
-    n: int,
-    mean: float,
-    sd: float,
-    *,
-    gate: float,
-    first_look: int,
-    look_every: int,
-    max_pairs: int,
-    confidence: float,
+    n: int, mean: float, sd: float, *, gate: float, plan: Schedule, confidence: float
 ) -> float:
     """``predictive_powers`` of one look."""
-    return float(
-        predictive_powers(
-            n,
-            mean,
-            sd,
-            gate=gate,
-            first_look=first_look,
-            look_every=look_every,
-            max_pairs=max_pairs,
-            confidence=confidence,
-        )
-    )
+    return float(predictive_powers(n, mean, sd, gate=gate, plan=plan, confidence=confidence))
 
 
 def futile_mask(
@@ -176,48 +183,18 @@ def futile_mask(
     sd: npt.ArrayLike,
     *,
     gate: float,
-    first_look: int,
-    look_every: int,
-    max_pairs: int,
+    plan: Schedule,
     confidence: float,
 ) -> BoolArray:
     """The futility rule for many looks at once: the predictive power (``predictive_powers``)
     is below ``FUTILITY_POWER``; false at or past ``max_pairs`` (the round stops there anyway,
     as ``max``). It never stops a round with a PASS, so it cannot raise the false-PASS rate."""
-    power = predictive_powers(
-        n,
-        mean,
-        sd,
-        gate=gate,
-        first_look=first_look,
-        look_every=look_every,
-        max_pairs=max_pairs,
-        confidence=confidence,
-    )
-    return (np.asarray(n) < max_pairs) & (power < FUTILITY_POWER)
+    power = predictive_powers(n, mean, sd, gate=gate, plan=plan, confidence=confidence)
+    return (np.asarray(n) < plan.max_pairs) & (power < FUTILITY_POWER)
 
 
 def futile(
-    n: int,
-    mean: float,
-    sd: float,
-    *,
-    gate: float,
-    first_look: int,
-    look_every: int,
-    max_pairs: int,
-    confidence: float,
+    n: int, mean: float, sd: float, *, gate: float, plan: Schedule, confidence: float
 ) -> bool:
     """``futile_mask`` of one look: stop this round without PASS."""
-    return bool(
-        futile_mask(
-            n,
-            mean,
-            sd,
-            gate=gate,
-            first_look=first_look,
-            look_every=look_every,
-            max_pairs=max_pairs,
-            confidence=confidence,
-        )
-    )
+    return bool(futile_mask(n, mean, sd, gate=gate, plan=plan, confidence=confidence))

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,28 @@ def declared_range(kind: DocumentKind, *path: str) -> Any:
 def declared_choice(kind: DocumentKind, *path: str) -> click.Choice:
     """The values a field's schema allows, as a click choice."""
     return click.Choice(choices(kind, *path))
+
+
+def option_group(
+    name: str, options: Sequence[Callable[[Any], Any]], build: Callable[..., Any]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Options parsed once: the click ``options`` reach the command as one argument ``name``,
+    ``build(**their values)`` (an options object such as RunOptions), never one by one."""
+
+    def probe() -> None: ...
+
+    for option in options:
+        option(probe)
+    names = [param.name for param in probe.__click_params__]  # type: ignore[attr-defined]
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {n: kwargs.pop(n) for n in names}
+            return function(*args, **{name: build(**given)}, **kwargs)
+
+        for option in reversed(options):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate

@@ -4,20 +4,85 @@ with --batch, a folder of runs -> one line per run."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from pipeline.cli.common import command, declared_choice, declared_range, output_option
+from pipeline.cli.common import (
+    command,
+    declared_choice,
+    declared_range,
+    option_group,
+    output_option,
+)
 from pipeline.errors import ExitCode, UsageError
 from pipeline.importers import (
     DEFAULT_NAME_PATTERN,
     FORMATS,
     SUITE_METRICS,
+    ImportOptions,
     import_folder,
     import_run,
 )
 from pipeline.importers.kernels import EVERY_KERNEL
 from pipeline.output.sinks import is_stdout
+
+IMPORT_OPTIONS = [
+    click.option(
+        "--step-pattern",
+        default=None,
+        help="kineto: user annotations whose whole name matches this regex are the steps "
+        "(default: ProfilerStep#N, named step-N; without them, annotations named like step-N).",
+    ),
+    click.option(
+        "--region-pattern",
+        default=None,
+        help="Keep only regions whose whole name (before any gpu: prefix) matches this regex.",
+    ),
+    click.option(
+        "--rename",
+        "renames",
+        multiple=True,
+        metavar="OLD=NEW",
+        help="Rename a step, region or counter (repeatable; two names renamed to one are added).",
+    ),
+    click.option(
+        "--suite-metric",
+        type=click.Choice(SUITE_METRICS),
+        default=ImportOptions.suite_metric,
+        show_default=True,
+        help="pytest-benchmark, gbench, pyperf: the run's metric is the sum of the benchmarks' "
+        "median per-iteration times, or their geometric mean (docs/suites.md).",
+    ),
+    click.option(
+        "--precise",
+        is_flag=True,
+        default=False,
+        help="kineto: read each trace whole instead of streamed (the same line, slower).",
+    ),
+    click.option(
+        "--kernel-regions",
+        "kernel_regions",
+        multiple=True,
+        is_flag=False,
+        flag_value=EVERY_KERNEL,
+        metavar="[NAME=REGEX]",
+        help="nsys, ncu, msprof: kernel GPU time as regions instead of NVTX ranges or step-trace "
+        "columns. Alone: one region per kernel; NAME=REGEX (repeatable): a region per group, the "
+        "first group whose regex is found in the kernel name wins, the rest is 'other' "
+        "(docs/import.md).",
+    ),
+]
+"""How the files of a run are read and named: each option is a keyword of ImportOptions.parse
+(--precise is its mode)."""
+
+
+def _import_options(*, precise: bool, **given: Any) -> ImportOptions:
+    return ImportOptions.parse(mode="precise" if precise else "fast", **given)
+
+
+import_options = option_group("options", IMPORT_OPTIONS, _import_options)
+"""The import options, handed to the command as one ``options`` (an ImportOptions)."""
 
 
 @command("import")
@@ -56,50 +121,7 @@ from pipeline.output.sinks import is_stdout
     help="End-to-end metric of the run (default: sum of step durations, in seconds; "
     "required for nsys and ncu, which have no run time).",
 )
-@click.option(
-    "--step-pattern",
-    default=None,
-    help="kineto: user annotations whose whole name matches this regex are the steps "
-    "(default: ProfilerStep#N, named step-N; without them, annotations named like step-N).",
-)
-@click.option(
-    "--region-pattern",
-    default=None,
-    help="Keep only regions whose whole name (before any gpu: prefix) matches this regex.",
-)
-@click.option(
-    "--rename",
-    "renames",
-    multiple=True,
-    metavar="OLD=NEW",
-    help="Rename a step, region or counter (repeatable; two names renamed to one are added).",
-)
-@click.option(
-    "--suite-metric",
-    type=click.Choice(SUITE_METRICS),
-    default="sum",
-    show_default=True,
-    help="pytest-benchmark, gbench, pyperf: the run's metric is the sum of the benchmarks' "
-    "median per-iteration times, or their geometric mean (docs/suites.md).",
-)
-@click.option(
-    "--precise",
-    is_flag=True,
-    default=False,
-    help="kineto: read each trace whole instead of streamed (the same line, slower).",
-)
-@click.option(
-    "--kernel-regions",
-    "kernel_regions",
-    multiple=True,
-    is_flag=False,
-    flag_value=EVERY_KERNEL,
-    metavar="[NAME=REGEX]",
-    help="nsys, ncu, msprof: kernel GPU time as regions instead of NVTX ranges or step-trace "
-    "columns. Alone: one region per kernel; NAME=REGEX (repeatable): a region per group, the "
-    "first group whose regex is found in the kernel name wins, the rest is 'other' "
-    "(docs/import.md).",
-)
+@import_options
 @output_option(
     "Append the line(s) to this measurements.jsonl (refused if a run is already in it); "
     "default: print them."
@@ -112,12 +134,7 @@ def import_command(
     folder: Path | None,
     name_pattern: str | None,
     metric: float | None,
-    step_pattern: str | None,
-    region_pattern: str | None,
-    renames: tuple[str, ...],
-    suite_metric: str,
-    precise: bool,
-    kernel_regions: tuple[str, ...],
+    options: ImportOptions,
     output: str | None,
 ) -> int:
     """Turn the profiler files of one run into one measurement line (docs/contract.md §2.4).
@@ -151,13 +168,8 @@ def import_command(
             fmt,
             folder,
             name_pattern=name_pattern,
-            step_pattern=step_pattern,
-            region_pattern=region_pattern,
-            renames=renames,
             output=target,
-            suite_metric=suite_metric,
-            mode="precise" if precise else "fast",
-            kernel_regions=kernel_regions,
+            options=options,
         )
         click.echo(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}", err=True)
         for note in notes:
@@ -173,13 +185,8 @@ def import_command(
         side=side,  # type: ignore[arg-type]
         repetition=repetition,
         metric=metric,
-        step_pattern=step_pattern,
-        region_pattern=region_pattern,
-        renames=renames,
         output=target,
-        suite_metric=suite_metric,
-        mode="precise" if precise else "fast",
-        kernel_regions=kernel_regions,
+        options=options,
     )
     steps = len(line.get("breakdown", {}))
     click.echo(

@@ -6,10 +6,9 @@ only by the commands that need them, so `--help` stays fast.
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -20,18 +19,15 @@ from pipeline.cli.common import (
     format_option,
     group,
     junit_option,
+    option_group,
     store_option,
 )
-from pipeline.errors import ExitCode
+from pipeline.contract.policy import POLICY_DEFAULTS
+from pipeline.errors import ExitCode, UsageError
+from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
 from pipeline.record import DEFAULT_TIMEOUT
-
-if TYPE_CHECKING:
-    from pipeline.record.measure import MeasureOptions
-    from pipeline.record.runner import TraceOptions
-
-AB_INTERVAL = "student_t"
-"""ab's interval: the calibrated method (docs/calibration.md). Only ab's throw-away campaign
-uses it; `campaign start` keeps percentile, the contract's default, so digests stay as they were."""
+from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES
+from pipeline.record.options import AB_POLICY, MeasureOptions, RunOptions, TraceOptions
 
 
 def policy_range(key: str) -> Any:
@@ -181,169 +177,153 @@ def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | 
 
 
 # -- round ------------------------------------------------------------------------------------
-def _trace_options(
-    trace: str | None,
-    step_pattern: str | None,
-    region_pattern: str | None,
-    renames: tuple[str, ...],
-) -> TraceOptions | None:
-    from pipeline.errors import UsageError
-    from pipeline.record.runner import TraceOptions
-
-    if trace is None:
-        if step_pattern or region_pattern or renames:
-            raise UsageError("--step-pattern, --region-pattern and --rename need --trace kineto")
-        return None
-    return TraceOptions("kineto", step_pattern, region_pattern, renames)
-
-
 def _no_limit_if_zero(context: click.Context, param: click.Parameter, value: float) -> float | None:
     return value or None
 
 
-def run_options(function: Any) -> Any:
-    """Options shared by round and ab: how runs are made and measured."""
-    options = [
-        click.option(
-            "--repetitions",
-            "-n",
-            type=click.IntRange(1, 100_000),
-            default=10,
-            show_default=True,
-            help="Repetitions: one run of each side per repetition.",
-        ),
-        click.option(
-            "--warmup",
-            type=click.IntRange(0, 1000),
-            default=1,
-            show_default=True,
-            help="Warm-up runs per side before repetition 0 (not recorded).",
-        ),
-        click.option(
-            "--mechanism-file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="The declaration, saved before any candidate run.",
-        ),
-        click.option(
-            "--order-seed",
-            type=declared_range("attempt", "order_seed"),
-            default=None,
-            help="Seed of the balanced run order (default: random, recorded).",
-        ),
-        click.option(
-            "--timeout",
-            type=click.FloatRange(min=0),
-            default=DEFAULT_TIMEOUT,
-            show_default=True,
-            callback=_no_limit_if_zero,
-            help="Seconds after which a run is killed and counted failed; 0: no limit.",
-        ),
-        click.option(
-            "--trace",
-            type=click.Choice(["kineto"]),
-            default=None,
-            help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
-            "its breakdown and counters are imported.",
-        ),
-        click.option(
-            "--step-pattern",
-            default=None,
-            help="--trace: annotations whose whole name matches are the steps.",
-        ),
-        click.option(
-            "--region-pattern",
-            default=None,
-            help="--trace: keep only regions whose whole name matches.",
-        ),
-        click.option(
-            "--rename",
-            "renames",
-            multiple=True,
-            metavar="OLD=NEW",
-            help="--trace: rename a region or counter (repeatable).",
-        ),
-        click.option(
-            "--until-decided",
-            is_flag=True,
-            default=False,
-            help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
-            "at PASS, at futility or at --max-repetitions (needs a campaign frozen "
-            "with --decision paired --interval sequential_t).",
-        ),
-        click.option(
-            "--max-repetitions",
-            type=declared_range("attempt", "sequential", "max_pairs"),
-            default=40,
-            show_default=True,
-            help="--until-decided: the most repetitions (even).",
-        ),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+RUN_OPTIONS = [
+    click.option(
+        "--repetitions",
+        "-n",
+        type=click.IntRange(1, 100_000),
+        default=RunOptions.repetitions,
+        show_default=True,
+        help="Repetitions: one run of each side per repetition.",
+    ),
+    click.option(
+        "--warmup",
+        type=click.IntRange(0, 1000),
+        default=RunOptions.warmup,
+        show_default=True,
+        help="Warm-up runs per side before repetition 0 (not recorded).",
+    ),
+    click.option(
+        "--mechanism-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="The declaration, saved before any candidate run.",
+    ),
+    click.option(
+        "--order-seed",
+        type=declared_range("attempt", "order_seed"),
+        default=None,
+        help="Seed of the balanced run order (default: random, recorded).",
+    ),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_TIMEOUT,
+        show_default=True,
+        callback=_no_limit_if_zero,
+        help="Seconds after which a run is killed and counted failed; 0: no limit.",
+    ),
+    click.option(
+        "--trace",
+        type=click.Choice(["kineto"]),
+        default=None,
+        help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
+        "its breakdown and counters are imported.",
+    ),
+    click.option(
+        "--step-pattern",
+        default=None,
+        help="--trace: annotations whose whole name matches are the steps.",
+    ),
+    click.option(
+        "--region-pattern",
+        default=None,
+        help="--trace: keep only regions whose whole name matches.",
+    ),
+    click.option(
+        "--rename",
+        "renames",
+        multiple=True,
+        metavar="OLD=NEW",
+        help="--trace: rename a region or counter (repeatable).",
+    ),
+    click.option(
+        "--until-decided",
+        is_flag=True,
+        default=False,
+        help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
+        "at PASS, at futility or at --max-repetitions (needs a campaign frozen "
+        "with --decision paired --interval sequential_t).",
+    ),
+    click.option(
+        "--max-repetitions",
+        type=declared_range("attempt", "sequential", "max_pairs"),
+        default=RunOptions.max_repetitions,
+        show_default=True,
+        help="--until-decided: the most repetitions (even).",
+    ),
+    click.option(
+        "--measure",
+        "suite",
+        type=click.Choice(SUITE_FORMATS),
+        default=None,
+        help="The command runs a benchmark suite writing its results to {results} "
+        "($EXPLAIN_RESULTS): each benchmark becomes a region.",
+    ),
+    click.option(
+        "--suite-metric",
+        type=click.Choice(SUITE_METRICS),
+        default=MeasureOptions.suite_metric,
+        show_default=True,
+        help="--measure: the run's metric is the sum of the "
+        "benchmarks' median per-iteration times, or their geometric mean.",
+    ),
+    click.option(
+        "--metric-source",
+        type=click.Choice(METRIC_SOURCES),
+        default=MeasureOptions.metric_source,
+        show_default=True,
+        help="Without a metric from the command: its wall-clock "
+        "time, or its CPU time (user + system).",
+    ),
+    click.option(
+        "--counters",
+        "counter_sets",
+        type=click.Choice(COUNTER_SETS),
+        multiple=True,
+        help="instructions: run each run under valgrind (cachegrind) "
+        "and record the instructions executed (~70x slower).",
+    ),
+]
+"""How runs are made and measured, in round and ab: each option is a field of RunOptions of
+the same name, except those _run_options groups into its trace and measure."""
 
 
-def measure_options(function: Any) -> Any:
-    """--measure, --suite-metric, --metric-source and --counters of round and ab, handed to the
-    command as one ``measure`` (a MeasureOptions): how each run is measured (docs/suites.md)."""
-    from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
-    from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES
+def _run_options(
+    *,
+    trace: str | None,
+    step_pattern: str | None,
+    region_pattern: str | None,
+    renames: tuple[str, ...],
+    suite: str | None,
+    suite_metric: str,
+    metric_source: str,
+    counter_sets: tuple[str, ...],
+    **fields: Any,
+) -> RunOptions:
+    """The RunOptions of the command line (a usage error for options that contradict)."""
+    from pipeline.importers import ImportOptions
 
-    options = [
-        click.option(
-            "--measure",
-            "suite",
-            type=click.Choice(SUITE_FORMATS),
-            default=None,
-            help="The command runs a benchmark suite writing its results to {results} "
-            "($EXPLAIN_RESULTS): each benchmark becomes a region.",
-        ),
-        click.option(
-            "--suite-metric",
-            type=click.Choice(SUITE_METRICS),
-            default="sum",
-            show_default=True,
-            help="--measure: the run's metric is the sum of the "
-            "benchmarks' median per-iteration times, or their geometric mean.",
-        ),
-        click.option(
-            "--metric-source",
-            type=click.Choice(METRIC_SOURCES),
-            default="wall",
-            show_default=True,
-            help="Without a metric from the command: its wall-clock "
-            "time, or its CPU time (user + system).",
-        ),
-        click.option(
-            "--counters",
-            "counter_sets",
-            type=click.Choice(COUNTER_SETS),
-            multiple=True,
-            help="instructions: run each run under valgrind (cachegrind) "
-            "and record the instructions executed (~70x slower).",
-        ),
-    ]
+    _one_count(fields["until_decided"])
+    if trace is None and (step_pattern or region_pattern or renames):
+        raise UsageError("--step-pattern, --region-pattern and --rename need --trace kineto")
+    imports = ImportOptions.parse(
+        step_pattern=step_pattern, region_pattern=region_pattern, renames=renames
+    )
+    counters = tuple(dict.fromkeys(counter_sets))
+    return RunOptions(
+        trace=None if trace is None else TraceOptions("kineto", imports),
+        measure=MeasureOptions(suite, suite_metric, metric_source, counters),
+        **fields,
+    )
 
-    @functools.wraps(function)
-    def wrapper(
-        *args: Any,
-        suite: str | None,
-        suite_metric: str,
-        metric_source: str,
-        counter_sets: tuple[str, ...],
-        **kwargs: Any,
-    ) -> Any:
-        from pipeline.record.measure import MeasureOptions
 
-        chosen = MeasureOptions(
-            suite, suite_metric, metric_source, tuple(dict.fromkeys(counter_sets))
-        )
-        return function(*args, measure=chosen, **kwargs)
-
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
+run_options = option_group("run", RUN_OPTIONS, _run_options)
+"""round's and ab's run options, handed to the command as one ``run`` (a RunOptions)."""
 
 
 @command("round")
@@ -354,7 +334,6 @@ def measure_options(function: Any) -> Any:
 @click.option("--candidate-cmd", required=True, metavar="CMD", help="Command of one candidate run.")
 @click.option("--attempt-id", default=None, help="Attempt id (default r + round, e.g. r003).")
 @run_options
-@measure_options
 def round_command(
     folder: Path,
     baseline: str,
@@ -362,18 +341,7 @@ def round_command(
     baseline_cmd: str,
     candidate_cmd: str,
     attempt_id: str | None,
-    repetitions: int,
-    warmup: int,
-    mechanism_file: Path | None,
-    order_seed: int | None,
-    timeout: float | None,
-    trace: str | None,
-    step_pattern: str | None,
-    region_pattern: str | None,
-    renames: tuple[str, ...],
-    until_decided: bool,
-    max_repetitions: int,
-    measure: MeasureOptions,
+    run: RunOptions,
 ) -> int:
     """Record one round of the campaign in FOLDER: both commands run once per repetition, in
     a balanced, shuffled order, each run a fresh process.
@@ -407,23 +375,14 @@ def round_command(
     """
     from pipeline.record.rounds import RoundRequest, record_round
 
-    _one_count(until_decided)
     request = RoundRequest(
         folder,
         candidate=candidate,
         baseline=baseline,
         baseline_cmd=baseline_cmd,
         candidate_cmd=candidate_cmd,
-        repetitions=repetitions,
-        warmup=warmup,
-        mechanism_file=mechanism_file,
-        order_seed=order_seed,
-        timeout=timeout,
+        run=run,
         attempt_id=attempt_id,
-        trace=_trace_options(trace, step_pattern, region_pattern, renames),
-        measure=measure,
-        until_decided=until_decided,
-        max_repetitions=max_repetitions,
     )
     result = record_round(request, progress=sys.stderr.isatty(), warn=_warn)
     from pipeline.output.sinks import show
@@ -442,8 +401,6 @@ def _one_count(until_decided: bool) -> None:
     """-n and --until-decided ask two things of the same round: refused rather than one
     silently ignored; --max-repetitions without --until-decided likewise."""
     from click.core import ParameterSource
-
-    from pipeline.errors import UsageError
 
     ctx = click.get_current_context()
     given = {
@@ -468,11 +425,10 @@ def _one_count(until_decided: bool) -> None:
 @click.argument("command_a", metavar="CMD_A")
 @click.argument("command_b", metavar="CMD_B")
 @run_options
-@measure_options
 @click.option(
     "--decision",
     type=declared_choice("campaign", "policy", "decision"),
-    default="paired",
+    default=AB_POLICY["decision"],
     show_default=True,
     help="Verdict rule.",
 )
@@ -486,13 +442,14 @@ def _one_count(until_decided: bool) -> None:
     "--interval",
     type=declared_choice("campaign", "policy", "interval"),
     default=None,
-    help=f"Interval method (default {AB_INTERVAL}, the calibrated one, docs/calibration.md; "
+    help=f"Interval method (default {AB_POLICY['interval']}, the calibrated one, "
+    "docs/calibration.md; "
     "with --until-decided the one valid under early stopping).",
 )
 @click.option(
     "--min-improvement-pct",
     type=policy_range("min_improvement_pct"),
-    default=1.0,
+    default=POLICY_DEFAULTS["min_improvement_pct"],
     show_default=True,
     help="The gate, in percent.",
 )
@@ -515,25 +472,14 @@ def _one_count(until_decided: bool) -> None:
 def ab_command(
     command_a: str,
     command_b: str,
-    repetitions: int,
-    warmup: int,
-    mechanism_file: Path | None,
-    order_seed: int | None,
-    timeout: float | None,
-    trace: str | None,
-    step_pattern: str | None,
-    region_pattern: str | None,
-    renames: tuple[str, ...],
+    run: RunOptions,
     decision: str,
     require_explanation: bool,
-    until_decided: bool,
-    max_repetitions: int,
     interval: str | None,
     min_improvement_pct: float,
     metric: str,
     better: str,
     keep: Path | None,
-    measure: MeasureOptions,
     fmt: str,
     junit: Path | None,
 ) -> int:
@@ -560,36 +506,24 @@ def ab_command(
     from pipeline.output.sinks import Sinks
     from pipeline.record.campaign import ab
 
-    _one_count(until_decided)
     sinks = Sinks.chosen(fmt, junit=junit)
-    if interval is None:
-        from pipeline.assess.sequential import METHOD
-
-        interval = METHOD if until_decided else AB_INTERVAL
     policy = {
         "decision": decision,
         "require_explanation": require_explanation,
         "min_improvement_pct": min_improvement_pct,
-        "interval": interval,
     }
+    if interval is not None:  # else ab's default (ab_policy)
+        policy["interval"] = interval
     result = ab(
         command_a,
         command_b,
-        repetitions=repetitions,
-        warmup=warmup,
-        mechanism_file=mechanism_file,
+        run=run,
         policy=policy,
         metric=metric,
         better=better,
-        order_seed=order_seed,
-        timeout=timeout,
-        trace=_trace_options(trace, step_pattern, region_pattern, renames),
         keep=keep,
         progress=sys.stderr.isatty(),
         warn=_warn,
-        measure=measure,
-        until_decided=until_decided,
-        max_repetitions=max_repetitions,
     )
     sinks.emit(result)
     if result.final.assess.blocked.height:

@@ -10,6 +10,7 @@ from typing import Any, cast
 import click
 
 from pipeline.cli.common import command, declared_range, format_option
+from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.errors import ExitCode, UsageError
 from pipeline.study.simulate import Model
 
@@ -236,21 +237,21 @@ def simulate_command(
 @click.option(
     "--first-look",
     type=declared_range("attempt", "sequential", "first_look"),
-    default=6,
+    default=SCHEDULE_DEFAULTS["first_look"],
     show_default=True,
     help="--sequential: pairs at the first look.",
 )
 @click.option(
     "--look-every",
     type=declared_range("attempt", "sequential", "look_every"),
-    default=2,
+    default=SCHEDULE_DEFAULTS["look_every"],
     show_default=True,
     help="--sequential: pairs between looks.",
 )
 @click.option(
     "--max-pairs",
     type=declared_range("attempt", "sequential", "max_pairs"),
-    default=40,
+    default=SCHEDULE_DEFAULTS["max_pairs"],
     show_default=True,
     help="--sequential: pairs at the last look.",
 )
@@ -379,13 +380,14 @@ def calibrate_command(
         ctx = click.get_current_context()
         if ctx.get_parameter_source("repetitions") != click.core.ParameterSource.DEFAULT:
             raise UsageError("--repetitions does not apply with --sequential (see --fixed-pairs)")
+        from pipeline.assess.sequential import Schedule
         from pipeline.study import sequential as study
 
         found = study.sequential_study(
             attempts=attempts,
             seed=seed,
             noises=[cast(Noise, n) for n in noises],
-            plan=(first_look, look_every, max_pairs),
+            plan=Schedule(first_look, look_every, max_pairs),
             fixed=fixed_pairs,
             gains=gains,
             model=_model(model),

@@ -96,6 +96,14 @@ POLICY_DEFAULTS: dict[str, Any] = {
     name: field["default"] for name, field in spec("campaign", "policy")["properties"].items()
 }
 """Every policy field and its default, in the documented order."""
+SCHEDULE_DEFAULTS: dict[str, int] = {
+    name: field["default"]
+    for name, field in spec("attempt", "sequential")["properties"].items()
+    if "default" in field
+}
+"""The recorder's plan of looks (first_look, look_every, max_pairs): the schedule sequential_t's
+targets were calibrated on; `round --until-decided`, `plan` and `calibrate --sequential` start
+from it."""
 INTERVAL_METHODS: tuple[str, ...] = choices("campaign", "policy", "interval")
 """Values of the policy field ``interval`` (docs/assess.md: interval methods)."""
 

@@ -37,11 +37,39 @@ class InputFile:
 
 @dataclass(frozen=True)
 class ImportOptions:
+    """How an import reads and names a run's files, parsed once (``ImportOptions.parse`` from
+    the option values, by the command line and Python alike) and passed whole through
+    ``import_line``, ``import_run``, ``import_folder`` and every format's reader. A new import
+    option is one field here, one click option in cli/imports.py, and the reader that uses it."""
+
     step_pattern: re.Pattern[str] | None = None
     region_pattern: re.Pattern[str] | None = None
+    renames: Mapping[str, str] = field(default_factory=dict)  # old name -> new name
     suite_metric: str = "sum"  # suite formats: the run's metric from its benchmarks (suites.py)
     mode: ReadMode = "fast"  # kineto: "precise" reads the file whole, never streamed
     kernel_regions: KernelRegions | None = None  # nsys, ncu, msprof: kernel time as regions
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        step_pattern: str | None = None,
+        region_pattern: str | None = None,
+        renames: Sequence[str] = (),
+        suite_metric: str = "sum",
+        mode: ReadMode = "fast",
+        kernel_regions: Sequence[str] = (),
+    ) -> ImportOptions:
+        """From the options' values as written (``OLD=NEW`` renames, ``NAME=REGEX`` kernel
+        groups, ``*`` alone: one region per kernel); a bad one is a usage error."""
+        return cls(
+            step_pattern=compile_pattern("--step-pattern", step_pattern),
+            region_pattern=compile_pattern("--region-pattern", region_pattern),
+            renames=parse_renames(renames),
+            suite_metric=suite_metric,
+            mode=mode,
+            kernel_regions=parse_kernel_regions(kernel_regions),
+        )
 
     def keeps_region(self, name: str) -> bool:
         return self.region_pattern is None or self.region_pattern.fullmatch(name) is not None
@@ -122,6 +150,7 @@ def read_run(fmt: str, inputs: Sequence[InputFile], options: ImportOptions) -> I
     readers = _registry()
     if fmt not in readers:
         raise UsageError(f"unknown format {quoted(fmt)}: expected one of {', '.join(FORMATS)}")
+    _check_kernel_regions(fmt, options)
     if not inputs:
         raise UsageError("expected at least one FILE")
     return readers[fmt](inputs, options)
@@ -277,13 +306,12 @@ def write_lines(lines: Sequence[Mapping[str, Any]], output: Path | None) -> None
         raise fail(output, None, f"cannot write the file: {exc.strerror or exc}") from None
 
 
-def _kernel_rule(fmt: str, values: Sequence[str]) -> KernelRegions | None:
-    if values and fmt not in KERNEL_REGION_FORMATS:
+def _check_kernel_regions(fmt: str, options: ImportOptions) -> None:
+    if options.kernel_regions is not None and fmt not in KERNEL_REGION_FORMATS:
         raise UsageError(
             f"--kernel-regions: {', '.join(KERNEL_REGION_FORMATS[:-1])} and "
             f"{KERNEL_REGION_FORMATS[-1]} have kernels; {fmt} has none"
         )
-    return parse_kernel_regions(values)
 
 
 def import_line(
@@ -293,27 +321,14 @@ def import_line(
     side: Side,
     repetition: int,
     metric: float | None = None,
-    step_pattern: str | None = None,
-    region_pattern: str | None = None,
-    renames: Sequence[str] = (),
-    suite_metric: str = "sum",
-    mode: ReadMode = "fast",
-    kernel_regions: Sequence[str] = (),
+    options: ImportOptions = ImportOptions(),
 ) -> tuple[dict[str, Any], Imported]:
-    """Read the files of one run and build its validated line (nothing is written).
-    ``kernel_regions``: the values of --kernel-regions (``*`` alone: one region per kernel)."""
+    """Read the files of one run and build its validated line (nothing is written)."""
     if repetition < 0:
         raise UsageError(f"--repetition {repetition}: expected an integer >= 0")
     if metric is not None and not (math.isfinite(metric) and metric > 0):
         raise UsageError(f"--metric {metric}: expected a finite number > 0")
-    options = ImportOptions(
-        step_pattern=compile_pattern("--step-pattern", step_pattern),
-        region_pattern=compile_pattern("--region-pattern", region_pattern),
-        suite_metric=suite_metric,
-        mode=mode,
-        kernel_regions=_kernel_rule(fmt, kernel_regions),
-    )
-    mapping = parse_renames(renames)
+    mapping = options.renames
     imported = read_run(fmt, parse_inputs(arguments), options)
     line = build_line(imported, side=side, repetition=repetition, metric=metric, renames=mapping)
     for old in unused_renames(imported, mapping):
@@ -330,28 +345,13 @@ def import_run(
     side: Side,
     repetition: int,
     metric: float | None = None,
-    step_pattern: str | None = None,
-    region_pattern: str | None = None,
-    renames: Sequence[str] = (),
     output: Path | None = None,
-    suite_metric: str = "sum",
-    mode: ReadMode = "fast",
-    kernel_regions: Sequence[str] = (),
+    options: ImportOptions = ImportOptions(),
 ) -> tuple[dict[str, Any], Imported]:
     """The library call behind ``explain-pipeline import``: read, build, validate, then append
     the line to ``output`` or print it."""
     line, imported = import_line(
-        fmt,
-        arguments,
-        side=side,
-        repetition=repetition,
-        metric=metric,
-        step_pattern=step_pattern,
-        region_pattern=region_pattern,
-        renames=renames,
-        suite_metric=suite_metric,
-        mode=mode,
-        kernel_regions=kernel_regions,
+        fmt, arguments, side=side, repetition=repetition, metric=metric, options=options
     )
     write_line(line, output)
     return line, imported
@@ -421,13 +421,8 @@ def import_folder(
     folder: Path,
     *,
     name_pattern: str | None = None,
-    step_pattern: str | None = None,
-    region_pattern: str | None = None,
-    renames: Sequence[str] = (),
     output: Path | None = None,
-    suite_metric: str = "sum",
-    mode: ReadMode = "fast",
-    kernel_regions: Sequence[str] = (),
+    options: ImportOptions = ImportOptions(),
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Every run of a folder of profiler files, in one process: one line per run, all checked
     before any is written (a bad file writes nothing), then appended to ``output`` or printed.
@@ -436,17 +431,9 @@ def import_folder(
     lines: list[dict[str, Any]] = []
     notes = [f"{path}: file name does not match --name-pattern; skipped" for path in skipped]
     for run in runs:
+        files = [str(p) for p in run.files]
         line, imported = import_line(
-            fmt,
-            [str(p) for p in run.files],
-            side=run.side,
-            repetition=run.repetition,
-            step_pattern=step_pattern,
-            region_pattern=region_pattern,
-            renames=renames,
-            suite_metric=suite_metric,
-            mode=mode,
-            kernel_regions=kernel_regions,
+            fmt, files, side=run.side, repetition=run.repetition, options=options
         )
         lines.append(line)
         notes += imported.notes

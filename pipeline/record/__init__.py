@@ -1,8 +1,26 @@
 """The recorder: `campaign start`, `round`, `campaign final` and `ab` write stored attempts.
 
-Modules: ``order`` (the balanced, seeded run order), ``files`` (atomic writes), ``environment``
-(where a round ran), ``runner`` (one run of one side as a fresh process), ``rounds`` (a whole
-round) and ``campaign`` (campaign.json, the final assessment, the one-line A/B comparison).
+Modules: ``options`` (RunOptions: how the runs of a round are made, traced and measured, and
+ab's policy defaults), ``order`` (the balanced, seeded run order), ``environment`` (where a
+round ran), ``runner`` (one run of one side as a fresh process), ``measure`` (what the recorder
+measures of a run itself), ``rounds`` (a whole round), ``until`` (``--until-decided``: looks
+and stops) and ``campaign`` (campaign.json, the final assessment, the one-line A/B comparison).
+
+Options are parsed once. ``round`` and ``ab`` hand the recorder one ``RunOptions`` (their
+shared run options), ``round`` wraps it in a ``RoundRequest`` (campaign, sides, commands),
+``ab`` takes it beside its policy (laid over ``options.AB_POLICY``, the same from Python as
+from the command line). A new option of ``round`` and ``ab`` is:
+
+1. one field of ``RunOptions`` (pipeline/record/options.py), with its default;
+2. one ``click.option`` of the same name in ``RUN_OPTIONS`` (pipeline/cli/record.py; its
+   ``default=`` reads the field's, so ``--help`` and Python agree);
+3. the code in the recorder that uses ``request.run.<field>`` (``rounds.record_round``).
+
+An option of ``ab`` alone that changes its policy (e.g. a gate) is a key of the ``policy`` ab
+takes, its default in ``AB_POLICY`` when it differs from the contract's; an option of ``round``
+alone is a field of ``RoundRequest``. The plan of looks of ``--until-decided`` is one
+``assess.sequential.Schedule`` (first_look, look_every, max_pairs), its defaults declared in
+attempt.schema.json.
 """
 
 DEFAULT_TIMEOUT = 600.0

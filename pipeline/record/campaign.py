@@ -15,10 +15,10 @@ from pipeline.contract.layout import CAMPAIGN_FILE, id_rule, valid_id
 from pipeline.contract.policy import policy_sha256, with_defaults
 from pipeline.errors import UsageError
 from pipeline.ingest.validate import validate_document
-from pipeline.record import DEFAULT_TIMEOUT, until
-from pipeline.record.measure import MeasureOptions
+from pipeline.record import until
+from pipeline.record.options import RunOptions, ab_policy
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
-from pipeline.record.runner import TraceOptions, now, timestamp
+from pipeline.record.runner import now, timestamp
 
 if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
     import polars as pl
@@ -129,29 +129,25 @@ def ab(
     command_a: str,
     command_b: str,
     *,
-    repetitions: int = 10,
-    warmup: int = 1,
-    mechanism_file: Path | None = None,
+    run: RunOptions | None = None,
     policy: dict[str, Any] | None = None,
     metric: str = "seconds",
     better: str = "lower",
-    order_seed: int | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    trace: TraceOptions | None = None,
     keep: Path | None = None,
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
-    measure: MeasureOptions | None = None,
-    until_decided: bool = False,
-    max_repetitions: int = until.DEFAULT_MAX,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
-    candidate, then its assessment. The throw-away folder is deleted only when the round
-    completed: a failed or interrupted round keeps it, so its runs.log can be read."""
+    candidate, then its assessment. ``policy`` is laid over ab's defaults (``ab_policy``: the
+    paired rule and the calibrated interval), the same from Python as from the command line.
+    The throw-away folder is deleted only when the round completed: a failed or interrupted
+    round keeps it, so its runs.log can be read."""
     from pipeline.store.tables import Store
 
-    if until_decided:  # refused before any folder is made
-        until.check_campaign(policy or {}, "ab's campaign would freeze")
+    run = run or RunOptions()
+    policy = ab_policy(policy, until_decided=run.until_decided)
+    if run.until_decided:  # refused before any folder is made
+        until.check_campaign(policy, "ab's campaign would freeze")
     scratch = None
     if keep is None:
         scratch = Path(tempfile.mkdtemp(prefix="explain-ab-"))
@@ -164,15 +160,7 @@ def ab(
         baseline=command_a,
         baseline_cmd=command_a,
         candidate_cmd=command_b,
-        repetitions=repetitions,
-        warmup=warmup,
-        mechanism_file=mechanism_file,
-        order_seed=order_seed,
-        timeout=timeout,
-        trace=trace,
-        measure=measure or MeasureOptions(),
-        until_decided=until_decided,
-        max_repetitions=max_repetitions,
+        run=run,
     )
     try:
         campaign = start_campaign(folder, metric=metric, better=better, policy=policy)

@@ -214,7 +214,7 @@ def suite_fields(
 ) -> dict[str, Any]:
     """Breakdown, counters and metric from the harness's results file; the metric from the
     measurement file instead when the command wrote one there."""
-    from pipeline.importers import import_line
+    from pipeline.importers import ImportOptions, import_line
 
     assert options.suite is not None
     if set(written) - {"metric"}:
@@ -235,7 +235,7 @@ def suite_fields(
             side=side,  # type: ignore[arg-type]
             repetition=max(repetition, 0),
             metric=written.get("metric"),
-            suite_metric=options.suite_metric,
+            options=ImportOptions(suite_metric=options.suite_metric),
         )
     except ExplainError as exc:
         raise MeasureFailure(f"{options.suite} results: {exc}") from None

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from pipeline.assess.sequential import Schedule
 from pipeline.atomic import LineAppender, dump_json, write_atomic
 from pipeline.contract.declare import schema_id
 from pipeline.contract.inert import inert
@@ -45,8 +46,9 @@ from pipeline.contract.layout import (
 from pipeline.contract.policy import policy_sha256
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingest.validate import Document, validate_campaign, validate_document
-from pipeline.record import DEFAULT_TIMEOUT, environment, until
-from pipeline.record.measure import MeasureOptions, check_options, describe
+from pipeline.record import environment, until
+from pipeline.record.measure import check_options, describe
+from pipeline.record.options import RunOptions
 from pipeline.record.order import (
     Side,
     Slot,
@@ -58,8 +60,6 @@ from pipeline.record.order import (
 from pipeline.record.runner import (
     RunResult,
     RunSettings,
-    TraceOptions,
-    check_trace_options,
     execute,
     now,
     split_command,
@@ -79,23 +79,16 @@ SCREEN_TAIL_LINES = 10
 
 @dataclass(frozen=True)
 class RoundRequest:
-    """Everything ``explain-pipeline round`` is asked to do."""
+    """Everything ``explain-pipeline round`` is asked to do: which campaign, the two sides,
+    and how the runs are made (``run``, the options round and ab share)."""
 
     campaign_dir: Path
     candidate: str
     baseline: str
     baseline_cmd: str
     candidate_cmd: str
-    repetitions: int = 10
-    warmup: int = 1
-    mechanism_file: Path | None = None
-    order_seed: int | None = None
-    timeout: float | None = DEFAULT_TIMEOUT  # None: no limit
+    run: RunOptions = RunOptions()
     attempt_id: str | None = None
-    trace: TraceOptions | None = None
-    measure: MeasureOptions = field(default_factory=MeasureOptions)
-    until_decided: bool = False
-    max_repetitions: int = until.DEFAULT_MAX  # with until_decided, instead of repetitions
 
 
 @dataclass(frozen=True)
@@ -160,7 +153,7 @@ def next_round(campaign_dir: Path) -> int:
 
 
 def _mechanism(request: RoundRequest, campaign: Document) -> bytes | None:
-    path = request.mechanism_file
+    path = request.run.mechanism_file
     if path is None:
         return None
     if campaign.data["kind"] == "benchmark":
@@ -311,10 +304,10 @@ def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: Run
         f"{timestamp(now())}\n  baseline  {inert(request.baseline)}: "
         f"{inert(request.baseline_cmd)}\n"
         f"  candidate {inert(request.candidate)}: {inert(request.candidate_cmd)}\n"
-        f"  repetitions {request.repetitions}, warm-up {request.warmup} per side, order seed "
-        f"{doc['order_seed']}, timeout {_seconds(request.timeout)}, "
+        f"  repetitions {request.run.repetitions}, warm-up {request.run.warmup} per side, "
+        f"order seed {doc['order_seed']}, timeout {_seconds(request.run.timeout)}, "
         f"cwd {inert(str(settings.cwd))}\n"
-        f"  measured by {describe(request.measure)}\n"
+        f"  measured by {describe(request.run.measure)}\n"
     )
     log.flush()
 
@@ -372,7 +365,7 @@ class _Decider:
     """--until-decided: after each block from the first look, the round assessed in memory;
     attempt.json keeps the looks taken (``stopped: interrupted`` until the round ends)."""
 
-    plan: until.Plan
+    plan: Schedule
     campaign: Document
     attempt: _Attempt
     mechanism: bytes | None
@@ -381,7 +374,7 @@ class _Decider:
 
     def after(self, lines: list[dict[str, Any]], repetitions: int, log: TextIO) -> bool:
         """True when the round stops after ``repetitions`` repetitions."""
-        if not self.plan.is_look(repetitions):
+        if repetitions not in self.plan.looks:
             return False
         clock = time.perf_counter()
         found = until.look(
@@ -409,7 +402,8 @@ class _Decider:
         return found.stop is not None
 
     def mark(self, stopped: until.Stopped) -> None:
-        self.attempt.document["sequential"] = self.plan.document(list(self.looks), stopped)
+        looks = list(self.looks)
+        self.attempt.document["sequential"] = until.sequential_object(self.plan, looks, stopped)
         self.attempt.write()
 
 
@@ -434,14 +428,14 @@ def _execute_runs(
         LineAppender(attempt.folder / MEASUREMENTS_FILE) as measurements,
     ):
         _header(log, request, attempt, settings)
-        for side in warmup_sides(request.warmup):
+        for side in warmup_sides(request.run.warmup):
             if side == "candidate":
                 attempt.candidate_starts()
             result = execute(settings, side, -1, folder)
             _log_run(log, "warm-up", side, result)
             watch.saw("warm-up", side, result)
             bar.update(1)
-        watch.after_warmup(request.warmup)
+        watch.after_warmup(request.run.warmup)
         for slot in slots:
             if watch.stopped:
                 break
@@ -470,34 +464,29 @@ def record_round(
 ) -> RoundResult:
     """Run one round and write its attempt folder (see the module docstring). ``warn`` gets the
     message about the first failed run (the end of its stderr) as soon as it fails."""
-    campaign = read_campaign_json(request.campaign_dir)
-    if request.repetitions < 1:
+    campaign, run = read_campaign_json(request.campaign_dir), request.run
+    if run.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
     commands: dict[Side, list[str]] = {
         "baseline": split_command("--baseline-cmd", request.baseline_cmd),
         "candidate": split_command("--candidate-cmd", request.candidate_cmd),
     }
-    check_trace_options(request.trace)
-    check_options(
-        request.measure, tracing=request.trace is not None, commands=list(commands.values())
-    )
+    check_options(run.measure, tracing=run.trace is not None, commands=list(commands.values()))
     mechanism = _mechanism(request, campaign)
-    seed = random_seed() if request.order_seed is None else request.order_seed
+    seed = random_seed() if run.order_seed is None else run.order_seed
     needs_file = campaign.data["metric"]["better"] == "higher"
-    settings = RunSettings(
-        commands, request.timeout, request.trace, needs_file, measure=request.measure
-    )
+    settings = RunSettings(commands, run.timeout, run.trace, needs_file, measure=run.measure)
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)
     plan = _plan(request, campaign)
     if plan is None:
-        slots, extra = schedule(request.repetitions, seed), {}
+        slots, extra = schedule(run.repetitions, seed), {}
     else:
         slots = block_schedule(plan.max_pairs // until.BLOCK, seed)
-        extra = {"sequential": plan.document([], "interrupted")}
+        extra = {"sequential": until.sequential_object(plan, [], "interrupted")}
     attempt = _create(request, attempt_id, number, seed, mechanism, extra)
     decider = None if plan is None else _Decider(plan, campaign, attempt, mechanism)
-    total = len(slots) + 2 * request.warmup
+    total = len(slots) + 2 * run.warmup
     bar = tqdm(
         total=total,
         disable=not progress,
@@ -539,13 +528,13 @@ def record_round(
     )
 
 
-def _plan(request: RoundRequest, campaign: Document) -> until.Plan | None:
+def _plan(request: RoundRequest, campaign: Document) -> Schedule | None:
     """--until-decided: the campaign must allow it (a usage error before anything runs)."""
-    if not request.until_decided:
+    if not request.run.until_decided:
         return None
     source = f"{request.campaign_dir / 'campaign.json'} freezes"
     until.check_campaign(campaign.data["policy"], source)
-    return until.plan_for(campaign.data["policy"], request.max_repetitions)
+    return until.plan_for(campaign.data["policy"], request.run.max_repetitions)
 
 
 def _beside(bar: tqdm, warn: Callable[[str], None]) -> Callable[[str], None]:

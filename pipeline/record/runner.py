@@ -30,6 +30,7 @@ from pipeline.errors import ExplainError, UsageError
 from pipeline.ingest.validate import check_document, field_name, parse_json
 from pipeline.record import measure
 from pipeline.record.measure import MeasureFailure, MeasureOptions
+from pipeline.record.options import TraceOptions
 from pipeline.record.order import SIDES, Side
 
 RECORDER_VARIABLES = (
@@ -48,16 +49,6 @@ MAX_MEASUREMENT_BYTES = 4 * MiB
 """Largest $EXPLAIN_MEASUREMENT file read: one run's metric, breakdown and counters (a
 breakdown of 1,000 steps of 30 regions is about 1 MB). A larger file fails the run unread; the
 strict parser takes about a second per MB, so the cap also bounds the time a run's file costs."""
-
-
-@dataclass(frozen=True)
-class TraceOptions:
-    """``--trace kineto`` and the options of ``import kineto`` that apply to every run."""
-
-    format: Literal["kineto"] = "kineto"
-    step_pattern: str | None = None
-    region_pattern: str | None = None
-    renames: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -352,9 +343,7 @@ def _with_trace(
             side=side,
             repetition=repetition,
             metric=written.get("metric"),
-            step_pattern=options.step_pattern,
-            region_pattern=options.region_pattern,
-            renames=options.renames,
+            options=options.imports,
         )
     except ExplainError as exc:
         raise _Outcome(f"trace {traces[0].name}: {exc}") from None
@@ -378,17 +367,6 @@ def _check_trace(path: Path) -> None:
             f"trace {path.name} is {size_text(size)}, more than the limit of "
             f"{size_text(MAX_INPUT_BYTES)} for a profiler file"
         )
-
-
-def check_trace_options(options: TraceOptions | None) -> None:
-    """Bad patterns or renames are usage errors before anything runs, not failed runs."""
-    if options is None:
-        return
-    from pipeline.importers import compile_pattern, parse_renames
-
-    compile_pattern("--step-pattern", options.step_pattern)
-    compile_pattern("--region-pattern", options.region_pattern)
-    parse_renames(options.renames)
 
 
 __all__: Sequence[str] = [

@@ -25,42 +25,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pipeline.assess.sequential import Schedule
 from pipeline.atomic import dump_json, dump_lines
-from pipeline.contract.declare import bounds
+from pipeline.contract.declare import SCHEDULE_DEFAULTS, bounds
 from pipeline.contract.layout import ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE
 from pipeline.contract.policy import with_defaults
 from pipeline.errors import ExplainError, UsageError
 from pipeline.ingest.validate import Document
 
 Stopped = Literal["pass", "futility", "max", "interrupted"]
-BLOCK = 2
-"""Repetitions per block: one baseline-first, one candidate-first, so every block is balanced."""
-FIRST_LOOK = 6
+BLOCK: int = SCHEDULE_DEFAULTS["look_every"]
+"""Repetitions per block, the pairs between looks: one baseline-first, one candidate-first, so
+every block is balanced."""
+FIRST_LOOK: int = SCHEDULE_DEFAULTS["first_look"]
 """Repetitions at the first look (at least the campaign's min_pairs, rounded up to a block)."""
-DEFAULT_MAX = 40
-"""Default --max-repetitions: the schedule behind the calibration of sequential_t's targets."""
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The planned looks, in pairs: first_look, first_look + look_every, ..., max_pairs."""
-
-    first_look: int
-    look_every: int
-    max_pairs: int
-
-    def document(self, looks: list[int], stopped: Stopped) -> dict[str, Any]:
-        """attempt.json's ``sequential`` object."""
-        return {
-            "first_look": self.first_look,
-            "look_every": self.look_every,
-            "max_pairs": self.max_pairs,
-            "looks": looks,
-            "stopped": stopped,
-        }
-
-    def is_look(self, repetitions: int) -> bool:
-        return repetitions >= self.first_look and (repetitions - self.first_look) % BLOCK == 0
+def sequential_object(plan: Schedule, looks: list[int], stopped: Stopped) -> dict[str, Any]:
+    """attempt.json's ``sequential`` object: the plan, the looks taken, why the round stopped."""
+    return {
+        "first_look": plan.first_look,
+        "look_every": plan.look_every,
+        "max_pairs": plan.max_pairs,
+        "looks": looks,
+        "stopped": stopped,
+    }
 
 
 def check_campaign(policy: dict[str, Any], source: str) -> None:
@@ -89,7 +78,7 @@ def check_campaign(policy: dict[str, Any], source: str) -> None:
         )
 
 
-def plan_for(policy: dict[str, Any], max_repetitions: int) -> Plan:
+def plan_for(policy: dict[str, Any], max_repetitions: int) -> Schedule:
     """The plan of a round with at most ``max_repetitions`` (a usage error when it cannot be)."""
     first = max(FIRST_LOOK, BLOCK * math.ceil(int(with_defaults(policy)["min_pairs"]) / BLOCK))
     spec = bounds("attempt", "sequential", "max_pairs")
@@ -101,7 +90,7 @@ def plan_for(policy: dict[str, Any], max_repetitions: int) -> Plan:
             f"--max-repetitions must be even (blocks of {BLOCK} repetitions) and at least the "
             f"first look, {first} repetitions; got {max_repetitions}"
         )
-    return Plan(first, BLOCK, max_repetitions)
+    return Schedule(first, BLOCK, max_repetitions)
 
 
 @dataclass(frozen=True)
@@ -114,7 +103,7 @@ class Look:
 
 
 def look(
-    plan: Plan,
+    plan: Schedule,
     campaign: Document,
     folder: Path,
     attempt: dict[str, Any],
@@ -132,7 +121,7 @@ def look(
     document = {
         **attempt,
         "status": "completed",
-        "sequential": plan.document([*looks, pairs], "max"),
+        "sequential": sequential_object(plan, [*looks, pairs], "max"),
     }
     bodies = {ATTEMPT_FILE: dump_json(document), MEASUREMENTS_FILE: dump_lines(lines)}
     if mechanism is not None:
@@ -149,7 +138,7 @@ def look(
     return Look(pairs, row, "max" if pairs >= plan.max_pairs else None)
 
 
-def _futile(plan: Plan, campaign: Document, row: dict[str, Any], comparisons: Any) -> bool:
+def _futile(plan: Schedule, campaign: Document, row: dict[str, Any], comparisons: Any) -> bool:
     """``sequential.futile`` on the metric: its mean log-ratio and spread are read back from
     the sequential_t interval assess computed (``ln low = m - c s / sqrt(n)``), so the pairs
     are formed once, by assess."""
@@ -164,16 +153,6 @@ def _futile(plan: Plan, campaign: Document, row: dict[str, Any], comparisons: An
         return False
     policy = with_defaults(campaign.data["policy"])
     confidence = float(policy["confidence"])
-    c = sequential.boundary(plan.first_look, plan.look_every, plan.max_pairs, confidence)
-    sd = (math.log(high) - math.log(low)) / 2 * math.sqrt(n) / c
+    sd = (math.log(high) - math.log(low)) / 2 * math.sqrt(n) / plan.boundary(confidence)
     gate = 1 + float(policy["min_improvement_pct"]) / 100
-    return sequential.futile(
-        n,
-        math.log(estimate),
-        sd,
-        gate=gate,
-        first_look=plan.first_look,
-        look_every=plan.look_every,
-        max_pairs=plan.max_pairs,
-        confidence=confidence,
-    )
+    return sequential.futile(n, math.log(estimate), sd, gate=gate, plan=plan, confidence=confidence)

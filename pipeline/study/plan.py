@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from pipeline.assess.sequential import Schedule
+from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.errors import UsageError
 
 EFFECTS_PCT = (2.0, 5.0, 10.0)
@@ -199,8 +201,7 @@ def sequential_pairs(
     gate: float,
     sd: float,
     *,
-    first_look: int,
-    max_pairs: int,
+    plan: Schedule,
     confidence: float,
     rng: np.random.Generator,
 ) -> tuple[float, float, float]:
@@ -209,9 +210,8 @@ def sequential_pairs(
     normal log-ratios stopped by the round's rules."""
     from pipeline.assess import sequential
 
-    looks = np.array(sequential.schedule(first_look, 2, max_pairs))
-    c = sequential.boundary(first_look, 2, max_pairs, confidence)
-    x = rng.normal(shift_gain, sd, size=(SIMULATIONS, max_pairs))
+    looks, c = np.array(plan.looks), plan.boundary(confidence)
+    x = rng.normal(shift_gain, sd, size=(SIMULATIONS, plan.max_pairs))
     sums, squares = np.cumsum(x, axis=1)[:, looks - 1], np.cumsum(x * x, axis=1)[:, looks - 1]
     mean = sums / looks
     s = np.sqrt(np.maximum(squares - sums * mean, 0.0) / (looks - 1))
@@ -224,14 +224,7 @@ def sequential_pairs(
     for k, n in enumerate(looks[:-1]):  # a loop over the looks only: each asks every round
         ask = running & ~passed[:, k]
         stop[ask, k] = sequential.futile_mask(
-            n,
-            mean[ask, k],
-            s[ask, k],
-            gate=gate,
-            first_look=first_look,
-            look_every=2,
-            max_pairs=max_pairs,
-            confidence=confidence,
+            n, mean[ask, k], s[ask, k], gate=gate, plan=plan, confidence=confidence
         )  # the round's own rule, asked only of the rounds still running at each look
         running &= ~stop[:, k]
     first = stop.argmax(axis=1)
@@ -245,7 +238,7 @@ def plan(
     folder: Path,
     effects_pct: Sequence[float] = EFFECTS_PCT,
     *,
-    max_pairs: int = 40,
+    max_pairs: int = SCHEDULE_DEFAULTS["max_pairs"],
     sequential_columns: bool = True,
 ) -> Plan:
     """The plan of the campaign in ``folder`` (see the module docstring)."""
@@ -273,13 +266,7 @@ def plan(
             seq = (math.nan, math.nan, math.nan)
             if sequential_columns:
                 seq = sequential_pairs(
-                    d,
-                    gate,
-                    spread.sd,
-                    first_look=rounds.first_look,
-                    max_pairs=rounds.max_pairs,
-                    confidence=confidence,
-                    rng=rng,
+                    d, gate, spread.sd, plan=rounds, confidence=confidence, rng=rng
                 )
             rows.append(PlanRow(spread, effect, fixed, *seq))
     return Plan(

@@ -36,12 +36,14 @@ import polars as pl
 
 from pipeline.assess import sequential, verdicts
 from pipeline.assess.intervals import Method, method_intervals
+from pipeline.assess.sequential import Schedule
 from pipeline.errors import UsageError
 from pipeline.study.simulate import Model, Noise, campaign_generator, draw_runs
 
 FloatArray = npt.NDArray[np.float64]
 DEFAULT_GAINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0)
-DEFAULT_PLAN: tuple[int, int, int] = (6, 2, 40)
+DEFAULT_PLAN = Schedule()
+"""The recorder's default plan of looks (SCHEDULE_DEFAULTS)."""
 DEFAULT_FIXED: tuple[int, ...] = (10, 20)
 PEEKED: tuple[Method, ...] = sequential.FIXED_N
 """The methods peeked at (``sequential.PEEKING_FALSE_PASS`` holds their rates)."""
@@ -71,15 +73,15 @@ class Design:
     looks: tuple[int, ...]
     method: Method
     critical: float | None = None
-    futility: tuple[int, int, int] | None = None
-    """The plan (first_look, look_every, max_pairs) the futility rule reads; None: no futility."""
+    futility: Schedule | None = None
+    """The plan the futility rule reads; None: no futility."""
 
 
 @dataclass(frozen=True)
 class SequentialStudy:
     seed: int
     attempts: int
-    plan: tuple[int, int, int]
+    plan: Schedule
     fixed: tuple[int, ...]
     gains: tuple[float, ...]
     noises: tuple[Noise, ...]
@@ -87,9 +89,8 @@ class SequentialStudy:
     rows: pl.DataFrame
 
 
-def designs(plan: tuple[int, int, int], fixed: Sequence[int], confidence: float) -> list[Design]:
-    looks = sequential.schedule(*plan)
-    c = sequential.boundary(*plan, confidence)
+def designs(plan: Schedule, fixed: Sequence[int], confidence: float) -> list[Design]:
+    looks, c = plan.looks, plan.boundary(confidence)
     found = [
         Design("sequential_t", looks, "sequential_t", c, futility=plan),
         Design("sequential_t, no futility", looks, "sequential_t", c),
@@ -123,15 +124,12 @@ def _decisions(x: FloatArray, design: Design, model: Model) -> pl.DataFrame:
         )
         futile = np.zeros(x.shape[1], dtype=bool)
         if design.futility is not None:
-            first, every, most = design.futility
             futile = sequential.futile_mask(
                 look,
                 part.mean(axis=0),
                 part.std(axis=0, ddof=1),
                 gate=gate,
-                first_look=first,
-                look_every=every,
-                max_pairs=most,
+                plan=design.futility,
                 confidence=model.confidence,
             )
         frames.append(
@@ -191,14 +189,8 @@ def _row(stops: pl.DataFrame) -> dict[str, float]:
     }
 
 
-def check(
-    plan: tuple[int, int, int], fixed: Sequence[int], gains: Sequence[float], attempts: int
-) -> None:
-    try:
-        sequential.schedule(*plan)
-    except ValueError as exc:
-        raise UsageError(f"--first-look/--look-every/--max-pairs: {exc}") from None
-    if not fixed or any(n < 2 or n > plan[2] for n in fixed):
+def check(plan: Schedule, fixed: Sequence[int], gains: Sequence[float], attempts: int) -> None:
+    if not fixed or any(n < 2 or n > plan.max_pairs for n in fixed):
         raise UsageError(f"--fixed-pairs: each must be between 2 and --max-pairs, got {fixed}")
     if not gains or any(not math.isfinite(g) or g < 0 for g in gains):
         raise UsageError(f"--gains: multiples of the gate, each >= 0, got {list(gains)}")
@@ -211,7 +203,7 @@ def sequential_study(
     attempts: int = 2000,
     seed: int = 0,
     noises: Sequence[Noise] = ("lognormal", "t3", "outliers"),
-    plan: tuple[int, int, int] = DEFAULT_PLAN,
+    plan: Schedule = DEFAULT_PLAN,
     fixed: Sequence[int] = DEFAULT_FIXED,
     gains: Sequence[float] = DEFAULT_GAINS,
     model: Model | None = None,
@@ -222,7 +214,7 @@ def sequential_study(
     check(plan, fixed, gains, attempts)
     rows = []
     for noise in noises:
-        base = metric_log_ratios(model, noise, plan[2], attempts, seed)
+        base = metric_log_ratios(model, noise, plan.max_pairs, attempts, seed)
         for gain in gains:
             ratio = 1 + gain * model.min_improvement_pct / 100
             x = base + math.log(ratio)
@@ -266,18 +258,18 @@ def render(study: SequentialStudy, fmt: str) -> str:
         document = {
             "seed": study.seed,
             "attempts": study.attempts,
-            "plan": list(study.plan),
+            "plan": [study.plan.first_look, study.plan.look_every, study.plan.max_pairs],
             "fixed": list(study.fixed),
             "rows": rounded.to_dicts(),
         }
         return json.dumps(document, indent=2) + "\n"
     m = study.model
-    first, every, most = study.plan
+    plan = study.plan
     lines = [
         f"calibrate --sequential: seed {study.seed}, {study.attempts} attempts per noise, gain "
         "and design",
-        f"looks every {every} pairs from {first} to {most} (sequential_t c = "
-        f"{sequential.boundary(*study.plan, m.confidence):.6f}); gate {m.min_improvement_pct:g}%,"
+        f"looks every {plan.look_every} pairs from {plan.first_look} to {plan.max_pairs} "
+        f"(sequential_t c = {plan.boundary(m.confidence):.6f}); gate {m.min_improvement_pct:g}%,"
         f" confidence {m.confidence:g}, resamples {m.resamples}, seed {m.policy_seed}",
     ]
     for noise in study.noises:
