@@ -183,6 +183,6 @@ def test_a_bad_sequential_object_is_rejected_with_file_line_and_field(
     assert code == 1
     assert err.splitlines() == [
         f'{path}:12: field "sequential.first_look": must be >= 2, got 1 [out_of_range]',
-        f'{path}:18: field "sequential.stopped": must be one of pass, futility, max, '
+        f'{path}:18: field "sequential.stopped": must be one of pass, decided, futility, max, '
         'interrupted, got "done" [not_allowed]',
     ]

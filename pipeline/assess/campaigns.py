@@ -15,15 +15,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from pipeline.assess import explain, fraction, order_effect, quantities, verdicts
+from pipeline.assess import explain, family, fraction, order_effect, quantities, verdicts
 from pipeline.assess.quantities import ATTEMPT
 from pipeline.contract.declare import spec
-from pipeline.contract.policy import bound_problem, policy_sha256
+from pipeline.contract.policy import ADDED_AFTER_V1, POLICY_DEFAULTS, bound_problem, policy_sha256
 from pipeline.contract.schemas import OUTPUT_TABLES, table, tables
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
@@ -34,8 +34,11 @@ DEFAULT_BATCH = 2000
 """Attempts computed together: ~640k breakdown rows at 10 repetitions x 4 steps x 4 regions;
 larger batches gain little speed and raise the peak memory."""
 
-VERDICT_KEYS = ("decision", "require_explanation", "min_improvement_pct")
-INTERVAL_KEYS = ("confidence", "resamples", "seed", "min_pairs", "interval")
+VERDICT_KEYS = ("decision", "require_explanation", "min_improvement_pct", "margin_pct")
+"""Policy fields read by the verdicts alone: a what-if of these re-reads stored intervals."""
+INTERVAL_KEYS = ("confidence", "resamples", "seed", "min_pairs", "interval", "decide")
+"""Policy fields the intervals depend on (``decide``: which members a family has, so its size):
+a what-if of any of these recomputes them."""
 COUNT_COLUMNS = (
     "n_pairs",
     "n_baseline_ok",
@@ -73,6 +76,9 @@ class AssessResult:
     rejected: pl.DataFrame | None = None
     """Rows of table ``rejections`` of these campaigns: what their latest ingest rejected, so
     not assessed (or assessed as an earlier valid version)."""
+    benchmarks: pl.DataFrame = field(default_factory=lambda: table("benchmarks").empty())
+    """Rows of table ``benchmarks``: every member of the family of each attempt whose campaign
+    decides regions, with its simultaneous interval and verdict (contract §15)."""
 
     @property
     def exit_code(self) -> ExitCode:
@@ -146,6 +152,12 @@ def overrides(what_if: Mapping[str, str]) -> dict[str, Any]:
     return typed
 
 
+def with_policy_defaults(campaigns: pl.DataFrame) -> pl.DataFrame:
+    """Campaign rows with the policy fields added after v1 filled where a store written before
+    they existed has nulls (they read as their defaults: contract §2.1)."""
+    return campaigns.with_columns(pl.col(f).fill_null(POLICY_DEFAULTS[f]) for f in ADDED_AFTER_V1)
+
+
 def _apply_policy(campaigns: pl.DataFrame, changes: Mapping[str, Any]) -> pl.DataFrame:
     """Campaign rows under the overridden policy; policy_sha256 becomes the what-if's digest."""
     digests = [policy_sha256({**json.loads(text), **changes}) for text in campaigns["policy_json"]]
@@ -207,6 +219,7 @@ class _Facts:
     facts: pl.DataFrame  # FACT_COLUMNS
     comparisons: pl.DataFrame
     outcomes: pl.DataFrame
+    benchmarks: pl.DataFrame  # verdicts not yet read (family.with_verdicts reads them)
     computed: pl.DataFrame  # ATTEMPT keys computed in this run (not reused)
 
 
@@ -292,9 +305,11 @@ def _compute(inputs: quantities.Inputs) -> _Facts:
         .select(FACT_COLUMNS)
         .collect()
     )
-    comps = quantities.comparisons(inputs, frames)
+    summary = quantities.summarize(frames, inputs.campaigns, inputs.attempts)
+    comps = quantities.comparisons_of(summary)
     outs = explain.outcomes(inputs.expectations, comps.lazy()).collect()
-    return _Facts(facts, comps, outs, facts.select(ATTEMPT))
+    members = family.family_table(summary, inputs.campaigns)
+    return _Facts(facts, comps, outs, members, facts.select(ATTEMPT))
 
 
 def _reused(store: Store, previous: pl.DataFrame, fresh: pl.DataFrame, ids: list[str]) -> _Facts:
@@ -307,7 +322,7 @@ def _reused(store: Store, previous: pl.DataFrame, fresh: pl.DataFrame, ids: list
     facts = previous.join(fresh, on=ATTEMPT, how="semi").with_columns(median_problem)
     stored = {
         name: store.scan(name, ids).join(fresh.lazy(), on=ATTEMPT, how="semi").collect()
-        for name in ("comparisons", "outcomes")
+        for name in ("comparisons", "outcomes", "benchmarks")
     }
     # comparisons stored before `method` existed were all percentile intervals
     stored["comparisons"] = stored["comparisons"].with_columns(
@@ -316,7 +331,11 @@ def _reused(store: Store, previous: pl.DataFrame, fresh: pl.DataFrame, ids: list
         .alias("method")
     )
     return _Facts(
-        facts.select(FACT_COLUMNS), stored["comparisons"], stored["outcomes"], fresh.clear()
+        facts.select(FACT_COLUMNS),
+        stored["comparisons"],
+        stored["outcomes"],
+        stored["benchmarks"],
+        fresh.clear(),
     )
 
 
@@ -343,6 +362,7 @@ def _gather(
             pl.DataFrame(schema=FACT_SCHEMA),
             table("comparisons").empty(),
             table("outcomes").empty(),
+            table("benchmarks").empty(),
             pl.DataFrame(schema={"campaign_id": pl.String, "attempt_id": pl.String}),
         )
     # Each table is put together, then its pieces are let go before the next one: holding every
@@ -351,6 +371,7 @@ def _gather(
     computed = pl.concat([p.computed for p in parts])
     comparisons = [p.comparisons for p in parts]
     outcomes = [p.outcomes.lazy() for p in parts]
+    members = pl.concat([p.benchmarks for p in parts], how="vertical_relaxed")
     parts.clear()
     sorted_comparisons = _sorted(pl.concat(comparisons, how="vertical_relaxed", rechunk=False))
     comparisons.clear()
@@ -361,7 +382,7 @@ def _gather(
         .collect()
     )
     outcomes.clear()
-    return _Facts(facts, sorted_comparisons, sorted_outcomes, computed)
+    return _Facts(facts, sorted_comparisons, sorted_outcomes, members, computed)
 
 
 def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -> pl.DataFrame:
@@ -399,20 +420,66 @@ def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -
     return spec.conform(frame).sort("campaign_id", "round", "attempt_id").collect()
 
 
-def assess_tables(tables: Mapping[str, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Assessments and comparisons of input tables held in memory (no store, nothing reused or
-    written; integrity is not checked): the same stages as ``assess``, for ``round
-    --until-decided``, which decides after each block whether to go on."""
-    campaigns = tables["campaigns"].with_columns(pl.col("interval").fill_null("percentile"))
+def _benchmarks(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -> pl.DataFrame:
+    """Table ``benchmarks``: the members' verdicts read under each campaign's (effective)
+    policy and its attempt's status, rows by attempt, metric first, then by name."""
+    context = (
+        attempts.lazy()
+        .select(*ATTEMPT, "status")
+        .join(
+            campaigns.lazy().select("campaign_id", "min_improvement_pct", "margin_pct"),
+            on="campaign_id",
+        )
+    )
+    return (
+        family.with_verdicts(got.benchmarks.lazy(), context)
+        .sort(*ATTEMPT, pl.col("quantity") != "metric", "name")
+        .collect()
+    )
+
+
+@dataclass(frozen=True)
+class Assessed:
+    """What ``assess_tables`` finds: rows of the tables assessments, comparisons, benchmarks."""
+
+    assessments: pl.DataFrame
+    comparisons: pl.DataFrame
+    benchmarks: pl.DataFrame
+
+
+def assess_tables(tables: Mapping[str, pl.DataFrame]) -> Assessed:
+    """Assessments, comparisons and benchmarks of input tables held in memory (no store,
+    nothing reused or written; integrity is not checked): the same stages as ``assess``, for
+    ``round --until-decided``, which decides after each block whether to go on."""
+    campaigns = with_policy_defaults(tables["campaigns"])
     names = ("attempts", "samples", "breakdown", "counters", "expectations")
     inputs = quantities.Inputs(campaigns=campaigns.lazy(), **{n: tables[n].lazy() for n in names})
     got = _compute(inputs)
-    return _assessments(tables["attempts"], got, campaigns), got.comparisons
+    return Assessed(
+        _assessments(tables["attempts"], got, campaigns),
+        got.comparisons,
+        _benchmarks(tables["attempts"], got, campaigns),
+    )
 
 
 # -- writing -------------------------------------------------------------------------------------
+def _deciding_regions(campaigns: pl.DataFrame) -> set[str]:
+    """The campaigns that decide regions: the only ones with a ``benchmarks`` partition."""
+    chosen = campaigns.filter(pl.col("decide") == family.DECIDES_REGIONS)
+    return set(chosen["campaign_id"].to_list())
+
+
+def _tables_of(cid: str, regions: set[str]) -> tuple[str, ...]:
+    """The output tables a campaign has a partition in."""
+    return tuple(n for n in OUTPUT_TABLES if n != "benchmarks" or cid in regions)
+
+
 def _changed_campaigns(
-    new: pl.DataFrame, previous: pl.DataFrame, recomputed: set[str], store: Store
+    new: pl.DataFrame,
+    previous: pl.DataFrame,
+    recomputed: set[str],
+    store: Store,
+    regions: set[str],
 ) -> set[str]:
     """Campaigns whose output partitions must be written: something was computed, an assessments
     row differs either way (e.g. best moved, an attempt left the store), or a file is missing."""
@@ -425,7 +492,7 @@ def _changed_campaigns(
     )
     changed = recomputed | set(differ["campaign_id"].to_list())
     for cid in set(new["campaign_id"].to_list()) | set(previous["campaign_id"].to_list()):
-        if not all(store.partition_file(n, cid).is_file() for n in OUTPUT_TABLES):
+        if not all(store.partition_file(n, cid).is_file() for n in _tables_of(cid, regions)):
             changed.add(cid)
     return changed
 
@@ -436,15 +503,21 @@ def _write(
     blocked: set[str],
     result: dict[str, pl.DataFrame],
     changed: set[str],
+    regions: set[str],
 ) -> None:
-    """Blocked campaigns lose their output partitions; changed ones are rewritten whole; the
-    files of the others are left as they are."""
+    """Blocked campaigns lose their output partitions; changed ones are rewritten whole (a
+    campaign that decides its metric alone has no ``benchmarks`` partition: one left from an
+    earlier campaign.json of that id goes); the files of the others are left as they are."""
     for cid in blocked:
         for name in OUTPUT_TABLES:
             txn.delete(name, cid)
     wanted = [c for c in ids if c in changed and c not in blocked]
     for name in OUTPUT_TABLES:  # one pass over each table's rows, one file per campaign
-        txn.put_partitions(name, result[name], wanted)
+        mine = [c for c in wanted if name in _tables_of(c, regions)]
+        txn.put_partitions(name, result[name], mine)
+    for cid in wanted:
+        if cid not in regions:
+            txn.delete("benchmarks", cid)
 
 
 def assess(
@@ -467,10 +540,8 @@ def assess(
     integrity = store.read("integrity", ids)
     blocked = set(integrity["campaign_id"].to_list())
     live = [c for c in ids if c not in blocked]
-    # campaigns ingested before the policy had `interval` use the percentile interval
-    campaigns = store.read("campaigns", live).with_columns(
-        pl.col("interval").fill_null("percentile")
-    )
+    # campaigns ingested before a policy field existed read it as its default
+    campaigns = with_policy_defaults(store.read("campaigns", live))
     attempts = store.read("attempts", live)
     previous = store.read("assessments", live)
     for name in tables():  # inputs and stored results
@@ -481,7 +552,12 @@ def assess(
     if not (changes and recompute and not compare):
         got = _gather(store, campaigns, attempts, previous, batch_size, engine)
         frozen = _assessments(attempts, got, campaigns)
-        result = {"assessments": frozen, "comparisons": got.comparisons, "outcomes": got.outcomes}
+        result = {
+            "assessments": frozen,
+            "comparisons": got.comparisons,
+            "outcomes": got.outcomes,
+            "benchmarks": _benchmarks(attempts, got, campaigns),
+        }
     if changes:
         effective = _apply_policy(campaigns, changes)
         if recompute:
@@ -490,12 +566,14 @@ def assess(
             "assessments": _assessments(attempts, got, effective),
             "comparisons": got.comparisons,
             "outcomes": got.outcomes,
+            "benchmarks": _benchmarks(attempts, got, effective),
         }
     elif write:
         recomputed = set(got.computed["campaign_id"].to_list())
-        changed = _changed_campaigns(result["assessments"], previous, recomputed, store)
+        regions = _deciding_regions(campaigns)
+        changed = _changed_campaigns(result["assessments"], previous, recomputed, store, regions)
         with store.transaction() as txn:
-            _write(txn, ids, blocked, result, changed)
+            _write(txn, ids, blocked, result, changed, regions)
     return AssessResult(
         assessments=result["assessments"],
         comparisons=result["comparisons"],
@@ -506,6 +584,7 @@ def assess(
         recomputed=got.computed.height,
         campaign_ids=tuple(ids),
         rejected=store.read("rejections", ids).sort("campaign_id", "position"),
+        benchmarks=result["benchmarks"],
     )
 
 

@@ -596,7 +596,11 @@ def comparisons(inputs: Inputs, frames: PairFrames | None = None) -> pl.DataFram
     """Rows of table `comparisons` for every attempt of `inputs` (contract §4); `frames`: their
     pair_frames when already computed."""
     frames = frames or pair_frames(inputs)
-    summary = summarize(frames, inputs.campaigns, inputs.attempts)
+    return comparisons_of(summarize(frames, inputs.campaigns, inputs.attempts))
+
+
+def comparisons_of(summary: pl.DataFrame) -> pl.DataFrame:
+    """Rows of table `comparisons` from the summary of quantities (`summarize`)."""
     bounds = intervals(summary)
     return (
         summary.join(bounds, on="qid", how="left", suffix="_boot")

@@ -22,9 +22,9 @@ from pipeline.errors import ExitCode, UsageError
     "what_if",
     multiple=True,
     metavar="KEY=VALUE",
-    help="Verdicts under another policy (decision, require_explanation, min_improvement_pct; "
-    "confidence, resamples, seed (the bootstrap seed), min_pairs, interval recompute the "
-    "intervals). Never stored. Repeatable.",
+    help="Verdicts under another policy (decision, require_explanation, min_improvement_pct, "
+    "margin_pct; confidence, resamples, seed (the bootstrap seed), min_pairs, interval, decide "
+    "recompute the intervals). Never stored. Repeatable.",
 )
 @click.option(
     "--gate",

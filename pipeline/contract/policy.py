@@ -9,14 +9,22 @@ from typing import Any
 
 from pipeline.contract.declare import INTERVAL_METHODS, POLICY_DEFAULTS, bounds
 
-__all__ = ["INTERVAL_METHODS", "POLICY_DEFAULTS", "POLICY_FIELDS", "bound_problem"]
+__all__ = [
+    "ADDED_AFTER_V1",
+    "INTERVAL_METHODS",
+    "POLICY_DEFAULTS",
+    "POLICY_FIELDS",
+    "bound_problem",
+]
 
 POLICY_FIELDS: tuple[str, ...] = tuple(POLICY_DEFAULTS)
 """The policy's fields, in the documented order; each is a column of table `campaigns`."""
 
-_OMITTED_WHEN_DEFAULT = ("interval",)
+ADDED_AFTER_V1: tuple[str, ...] = ("interval", "decide", "margin_pct")
 """Fields added after v1: left out of the canonical form when they hold their default, so a
-campaign written before they existed keeps its digest."""
+campaign written before they existed keeps its digest; a store written before them has nulls in
+their columns of table `campaigns`, read as the default."""
+_OMITTED_WHEN_DEFAULT = ADDED_AFTER_V1
 
 
 def with_defaults(policy: dict[str, Any]) -> dict[str, Any]:
@@ -25,8 +33,9 @@ def with_defaults(policy: dict[str, Any]) -> dict[str, Any]:
 
 
 def canonical_policy(policy: dict[str, Any]) -> bytes:
-    """The defaults-filled policy, sorted keys, compact separators, UTF-8; `interval` is left
-    out when it is `percentile` (campaigns written before the field existed keep their digest)."""
+    """The defaults-filled policy, sorted keys, compact separators, UTF-8; the fields added
+    after v1 (`interval`, `decide`, `margin_pct`) are left out when they hold their default
+    (campaigns written before the fields existed keep their digest)."""
     filled = {
         k: v
         for k, v in with_defaults(policy).items()

@@ -1,5 +1,6 @@
 """`--format json`: per campaign its status, integrity errors, attempts rejected at ingest and
-every attempt with its comparisons and outcomes nested; infinite ratios as "inf"."""
+every attempt with its comparisons and outcomes nested, and its benchmarks (table `benchmarks`)
+when its campaign decides regions; infinite ratios as "inf"."""
 
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ COMPARISON_FIELDS = [
     "status",
     "reason",
     "method",
+]
+BENCHMARK_FIELDS = [
+    "quantity",
+    "name",
+    "n_pairs",
+    "family_size",
+    "estimate",
+    "low",
+    "high",
+    "method",
+    "critical",
+    "verdict",
+    "reason",
 ]
 OUTCOME_FIELDS = [
     "position",
@@ -73,7 +87,7 @@ def _nested(result: AssessResult, digests: bool) -> pl.DataFrame:
             pl.col("reason").alias("frozen_reason"),
         )
         rows = rows.join(frozen, on=ATTEMPT, how="left")
-    return (
+    nested = (
         rows.join(comps, on=ATTEMPT, how="left")
         .join(outs, on=ATTEMPT, how="left")
         .with_columns(
@@ -81,6 +95,22 @@ def _nested(result: AssessResult, digests: bool) -> pl.DataFrame:
             pl.col("outcomes").fill_null([]),
         )
     )
+    if result.benchmarks.is_empty():
+        return nested
+    members = result.benchmarks.group_by(ATTEMPT, maintain_order=True).agg(
+        pl.struct(BENCHMARK_FIELDS).alias("benchmarks")
+    )
+    return nested.join(members, on=ATTEMPT, how="left", maintain_order="left")
+
+
+def _attempt_entries(rows: pl.DataFrame) -> list[dict[str, Any]]:
+    """One dict per attempt; ``benchmarks`` only for attempts that have members (a campaign that
+    decides its metric alone keeps the document it always had)."""
+    entries = rows.drop("campaign_id").to_dicts()
+    for entry in entries:
+        if entry.get("benchmarks", ()) is None:
+            del entry["benchmarks"]
+    return entries
 
 
 @render.register(AssessResult)
@@ -100,7 +130,7 @@ def assess(result: AssessResult, *, digests: bool = False) -> str:
         entry["rejected_at_ingest"] = (
             [] if refused is None else refused.drop("campaign_id", "position").to_dicts()
         )
-        entry["attempts"] = attempts.get((cid,), nested.clear()).drop("campaign_id").to_dicts()
+        entry["attempts"] = _attempt_entries(attempts.get((cid,), nested.clear()))
         if result.what_if:
             entry["verdicts_changed"] = changed(result, cid)[0]
         campaigns.append(entry)

@@ -33,7 +33,7 @@ from pipeline.contract.policy import with_defaults
 from pipeline.errors import ExplainError, UsageError
 from pipeline.ingest.validate import Document
 
-Stopped = Literal["pass", "futility", "max", "interrupted"]
+Stopped = Literal["pass", "decided", "futility", "max", "interrupted"]
 BLOCK: int = SCHEDULE_DEFAULTS["look_every"]
 """Repetitions per block, the pairs between looks: one baseline-first, one candidate-first, so
 every block is balanced."""
@@ -129,11 +129,11 @@ def look(
     tables, issues = attempt_tables(campaign, AttemptFiles(folder, bodies))
     if issues:  # the recorder wrote these files itself: a bug, not the user's input
         raise ExplainError("\n".join(str(i) for i in issues))
-    assessments, comparisons = assess_tables(tables)
-    row = assessments.row(0, named=True)
+    assessed = assess_tables(tables)
+    row = assessed.assessments.row(0, named=True)
     if row["verdict"] == "PASS":
         return Look(pairs, row, "pass")
-    if _futile(plan, campaign, row, comparisons):
+    if _futile(plan, campaign, row, assessed.comparisons):
         return Look(pairs, row, "futility")
     return Look(pairs, row, "max" if pairs >= plan.max_pairs else None)
 
