@@ -7,6 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STORE  := .demo-store
 TESTED := $(VENV)/.test-extras
+TORCH  := $(VENV)/.torch
 
 .PHONY: demo test quick bench clean
 
@@ -21,13 +22,20 @@ $(TESTED): $(BIN)/explain-pipeline
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
+# The real-profiler test's torch (the `torch` extra, a pinned CPU build). Where it cannot be
+# installed, make test goes on and that one test module is skipped, saying why; the stamp is not
+# written, so the next make test tries again.
+$(TORCH): $(TESTED)
+	if $(BIN)/pip install --quiet -e '.[torch]'; then touch $@; \
+	else echo "note: torch==2.13.0 could not be installed: tests/test_record_torch.py is skipped"; fi
+
 demo: $(BIN)/explain-pipeline
 	rm -rf $(STORE)
 	$(BIN)/explain-pipeline ingest data/attempts --store $(STORE)
 	$(BIN)/explain-pipeline assess --all --store $(STORE)
 	$(BIN)/explain-pipeline report --all --store $(STORE) -o $(STORE)/report
 
-test: $(TESTED)
+test: $(TESTED) $(TORCH)
 	$(BIN)/ruff check pipeline tests benchmarks data
 	$(BIN)/ruff format --check pipeline tests benchmarks data  # one layout, the formatter's
 	$(BIN)/mypy pipeline tests benchmarks data

@@ -322,9 +322,10 @@ def test_a_side_whose_warmups_all_fail_stops_the_round_at_once(
     code, out, err = run_main([*args, "--warmup", "2"], capsys)
     assert code == 6
     assert out.startswith(
-        "round 1 (r001): failed (stopped: every warm-up run of the candidate "
-        "failed)\n  baseline 0 ok, 0 failed; candidate 0 ok, 0 failed; 0 pairs"
-    )
+        "round 1 (r001): failed (stopped: every warm-up run of the candidate failed)\n"
+        "  no repetition ran; warm-up: baseline 2 of 2 ok, candidate 0 of 2 ok\n"
+        f"  {campaign / 'r001'} (runs.log"
+    )  # before the fix: "baseline 0 ok, 0 failed; candidate 0 ok, 0 failed; 0 pairs"
     assert err.startswith(
         "warning: candidate run (warm-up) failed: exit code 3; its stderr ends with:\n    | boom\n"
     )
@@ -520,6 +521,36 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
     log = (campaign / "r002" / "runs.log").read_text()
     expected = "no trace in $EXPLAIN_TRACE_DIR (expected exactly one *.json or *.json.gz)"
     assert f"failed: {expected}" in log
+
+
+def _copies_the_trace() -> str:
+    return shlex.join(
+        [
+            sys.executable,
+            "-c",
+            "import os, shutil, sys; shutil.copy(sys.argv[1], os.environ['EXPLAIN_TRACE_DIR'])",
+            str(KINETO),
+        ]
+    )
+
+
+def test_trace_kineto_at_the_default_warmup(
+    campaign: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command lines of docs/record.md with no --warmup (1 per side): the warm-up runs'
+    traces are read like any other (before the fix each failed on "--repetition -1", an
+    option nobody typed, and so did the round and ab)."""
+    copy = _copies_the_trace()
+    args = ["round", str(campaign), "--baseline", "a", "--candidate", "b"]
+    args += ["--baseline-cmd", copy, "--candidate-cmd", copy, "-n", "2", "--trace", "kineto"]
+    code, out, err = run_main(args, capsys)
+    assert (code, err) == (0, ""), out
+    assert "baseline 2 ok, 0 failed; candidate 2 ok, 0 failed; 2 pairs\n" in out
+    warmups = [x for x in _runs_logged(campaign / "r001") if "  warm-up " in x]
+    assert len(warmups) == 2 and all(" ok metric " in x for x in warmups), warmups
+    code, out, err = run_main(["ab", copy, copy, "-n", "5", "--trace", "kineto"], capsys)
+    assert (code, err) == (5, "")  # identical traces: not PASS, and no failed run
+    assert "\n5 repetitions, 5 pairs, 0 failed runs, order seed " in out
 
 
 # -- ab -------------------------------------------------------------------------------------

@@ -60,10 +60,22 @@ def test_make_installs_the_test_extras_only_for_make_test() -> None:
     installs = [x for x in recipe if " install " in x and "--upgrade pip" not in x]
     assert installs == ["$(BIN)/pip install --quiet -e ."]
     assert _rule(makefile, "demo")[0] == "$(BIN)/explain-pipeline"
-    assert _rule(makefile, "test")[0] == "$(TESTED)"
+    assert _rule(makefile, "test")[0] == "$(TESTED) $(TORCH)"
     prerequisite, recipe = _rule(makefile, "$(TESTED)")
     assert prerequisite == "$(BIN)/explain-pipeline"
     assert "$(BIN)/pip install --quiet -e '.[test]'" in recipe
+
+
+def test_make_test_installs_the_pinned_cpu_torch_and_goes_on_without_it() -> None:
+    """The torch extra is pinned (an unpinned torch pulls a CUDA build of several GB); a failed
+    install is a note, not a failed make test, and leaves no stamp so the next run retries."""
+    makefile = (ROOT / "Makefile").read_text()
+    prerequisite, recipe = _rule(makefile, "$(TORCH)")
+    assert prerequisite == "$(TESTED)"
+    assert recipe[0].startswith("if $(BIN)/pip install --quiet -e '.[torch]'; then touch $@;")
+    assert recipe[1].startswith('else echo "note: torch==2.13.0 could not be installed')
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert extras["optional-dependencies"]["torch"] == ["torch==2.13.0"]
 
 
 def test_make_dry_run_of_demo_does_not_install_the_extras(tmp_path: Path) -> None:

@@ -221,23 +221,38 @@ def sequential_line(result: RoundResult) -> str | None:
     )
 
 
+def warmup_text(result: RoundResult) -> str:
+    """The warm-up runs that succeeded per side, e.g. ``warm-up: baseline 0 of 1 ok, ...``."""
+    return "warm-up: " + ", ".join(
+        f"{side} {result.warmup_ok.get(side, 0)} of {result.warmup} ok"
+        for side in ("baseline", "candidate")
+    )
+
+
 @render.register(RoundResult)
 def round_(result: RoundResult) -> str:
-    """`round`: runs per side, pairs, why it stopped, the order, where runs.log is."""
+    """`round`: runs per side, pairs, why it stopped, the order, where runs.log is. A round
+    stopped by its warm-ups ran no repetition: it says so and which warm-ups failed, rather
+    than counting zero runs."""
+    stopped = f" (stopped: {result.stopped})" if result.stopped else ""
+    head = f"round {result.round} ({result.attempt_id}): {result.status}{stopped}\n"
+    tail = f"  {result.folder} (runs.log: every run, failures with their stderr)\n"
+    if not result.lines:
+        return head + f"  no repetition ran; {warmup_text(result)}\n" + tail
     counts = "; ".join(
         f"{side} {result.count(side, 'ok')} ok, {result.count(side, 'failed')} failed"
         for side in ("baseline", "candidate")
     )
+    warmups = f"; {warmup_text(result)}" if result.warmups_failed else ""
     first = sum(1 for x in result.lines if x["side"] == "baseline" and x["order"] == 0)
     total = len({x["repetition"] for x in result.lines})
-    stopped = f" (stopped: {result.stopped})" if result.stopped else ""
     until = sequential_line(result)
     return (
-        f"round {result.round} ({result.attempt_id}): {result.status}{stopped}\n"
-        f"  {counts}; {result.n_pairs} pairs\n"
+        head
+        + f"  {counts}; {result.n_pairs} pairs{warmups}\n"
         + (f"  {until}\n" if until else "")
         + f"  order seed {result.order_seed}: baseline first in {first} of {total} repetitions\n"
-        f"  {result.folder} (runs.log: every run, failures with their stderr)\n"
+        + tail
     )
 
 
@@ -325,11 +340,14 @@ def ab(result: AbResult) -> str:
     command_a, command_b = result.commands
     out = [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
     failed = recorded.count("baseline", "failed") + recorded.count("candidate", "failed")
-    out.append(
-        f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
-        f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
-        f"{recorded.order_seed}"
-    )
+    if recorded.lines:
+        out.append(
+            f"{len({x['repetition'] for x in recorded.lines})} repetitions, "
+            f"{recorded.n_pairs} pairs, {failed} failed runs, order seed "
+            f"{recorded.order_seed}"
+        )
+    else:
+        out.append(f"no repetition ran ({warmup_text(recorded)}), order seed {recorded.order_seed}")
     until = sequential_line(recorded)
     if until:
         out.append(until)

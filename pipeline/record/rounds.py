@@ -102,9 +102,15 @@ class RoundResult:
     stopped: str | None = None  # why the round ended before its last repetition, if it did
     sequential: dict[str, Any] | None = None  # --until-decided: attempt.json's sequential object
     decision: dict[str, Any] | None = None  # --until-decided: the last look's assessments row
+    warmup: int = 0  # warm-up runs per side
+    warmup_ok: dict[Side, int] = field(default_factory=dict)  # of them, those that succeeded
 
     def count(self, side: Side, status: str) -> int:
         return sum(1 for x in self.lines if x["side"] == side and x["status"] == status)
+
+    @property
+    def warmups_failed(self) -> bool:
+        return any(self.warmup_ok.get(side, 0) < self.warmup for side in ("baseline", "candidate"))
 
     @property
     def n_pairs(self) -> int:
@@ -525,6 +531,8 @@ def record_round(
         watch.stopped,
         attempt.document.get("sequential"),
         last.row if last is not None else None,
+        request.run.warmup,
+        dict(watch.warmups_ok),
     )
 
 

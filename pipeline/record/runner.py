@@ -341,7 +341,7 @@ def _with_trace(
             options.format,
             [str(traces[0])],
             side=side,
-            repetition=repetition,
+            repetition=max(repetition, 0),  # a warm-up (-1) is read like repetition 0
             metric=written.get("metric"),
             options=options.imports,
         )

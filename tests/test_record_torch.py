@@ -1,0 +1,91 @@
+"""`round --trace kineto` with a real torch.profiler (data/torch_work.py), at the defaults the
+docs show: one warm-up run per side, the command lines of docs/record.md."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow  # every run starts a Python process that imports torch (~1 s)
+
+if importlib.util.find_spec("torch") is None:
+    pytest.skip(
+        "torch is not installed: `make test` installs torch==2.13.0 (a CPU build) into .venv; "
+        "where that cannot be installed this test cannot run",
+        allow_module_level=True,
+    )
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+WORK = Path(__file__).parent.parent / "data" / "torch_work.py"
+MECHANISM = WORK.with_name("torch_mlp.mechanism.json")  # mlp decrease, attention unchanged
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLI), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def work(hidden: int) -> str:
+    return shlex.join([sys.executable, str(WORK), str(hidden)])
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """One campaign of one round (5 repetitions, the default warm-up), then `campaign final`:
+    torch starts 12 times for the whole module."""
+    folder = tmp_path_factory.mktemp("torch")
+    started = cli(
+        *("campaign", "start", "attempts/torch-mlp", "--metric", "seconds"),
+        *("--decision", "paired", "--require-explanation", "--interval", "student_t"),
+        cwd=folder,
+    )
+    assert started.returncode == 0, started.stderr
+    round_ = cli(
+        *("round", "attempts/torch-mlp", "--baseline", "hidden-2048", "--candidate", "hidden-512"),
+        *("--baseline-cmd", work(2048), "--candidate-cmd", work(512)),
+        *("--mechanism-file", str(MECHANISM), "--trace", "kineto", "-n", "5"),
+        cwd=folder,
+    )
+    assert round_.returncode == 0, round_.stdout + round_.stderr
+    final = cli("campaign", "final", "attempts/torch-mlp", "--store", "store", cwd=folder)
+    return folder / "attempts" / "torch-mlp" / "r001", round_.stdout, final.stdout
+
+
+def test_the_round_completes_with_its_warmups(recorded: tuple[Path, str, str]) -> None:
+    attempt, out, _ = recorded
+    assert "baseline 5 ok, 0 failed; candidate 5 ok, 0 failed; 5 pairs\n" in out
+    log = (attempt / "runs.log").read_text()
+    warmups = [x for x in log.splitlines() if "  warm-up " in x]
+    assert len(warmups) == 2 and all(" ok metric " in x for x in warmups), log
+
+
+def test_every_line_holds_the_profiled_steps_and_regions(recorded: tuple[Path, str, str]) -> None:
+    """The schedule profiles 3 steps; each has both record_function regions, and the metric is
+    their sum (the trace's steps, not the process: `import torch` is left out)."""
+    attempt, _, _ = recorded
+    lines: list[dict[str, Any]] = [
+        json.loads(x) for x in (attempt / "measurements.jsonl").read_text().splitlines()
+    ]
+    assert len(lines) == 10
+    for line in lines:
+        assert line["status"] == "ok"
+        assert sorted(line["breakdown"]) == ["step-1", "step-2", "step-3"]
+        for regions in line["breakdown"].values():
+            assert {"attention", "mlp"} <= set(regions)
+        assert line["counters"]["aten_ops"] > 0
+        assert 0 < line["metric"] < 1.0  # milliseconds of work, not a second of start-up
+
+
+def test_the_narrower_mlp_passes_explained(recorded: tuple[Path, str, str]) -> None:
+    """2048 -> 512 hidden units is 4x less MLP work: far beyond the noise of 5 pairs."""
+    _, _, final = recorded
+    row = next(x for x in final.splitlines() if x.startswith("1 "))
+    assert row.split()[-4:] == ["explained", "PASS", "yes", "*"], final
