@@ -87,6 +87,19 @@ def test_a_file_without_an_ncu_header_is_refused(tmp_path: Path) -> None:
         read([InputFile(path)], ImportOptions())
 
 
+def test_a_failed_profile_is_reported_as_such_not_as_an_empty_file() -> None:
+    """ncu's output when it may not read the GPU counters (the common ERR_NVGPUCTRPERM, as ncu
+    prints it): tool messages only, no table. Before the fix: "got an empty file"."""
+    path = FIXTURES / "failed_profile.csv"
+    with pytest.raises(ImportFormatError) as raised:
+        read([InputFile(path)], ImportOptions())
+    assert str(raised.value) == (
+        f"{path}:2: expected a header row of ncu --csv output (details page with Metric "
+        "Name/Metric Unit/Metric Value, or --page raw), got a failed profile: the tool reported "
+        '"==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA…"'
+    )
+
+
 def test_a_needed_value_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     text = (FIXTURES / "details_base_units.csv").read_text().replace('"12,345"', '"n/a"')

@@ -261,6 +261,30 @@ def test_pytest_node_ids_lose_their_folders_unless_two_would_clash(
     ]
 
 
+def test_a_pyperf_track_memory_file_is_refused_for_what_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real `--track-memory` run: every benchmark's unit is byte, so there is no time to
+    import. Before the fix the message described a pyperf file, which this one is."""
+    (tmp_path / "bench.py").write_text(PYPERF_SCRIPT, encoding="utf-8")
+    out = tmp_path / "memory.json"
+    subprocess.run(
+        [sys.executable, "bench.py", "-q", "--track-memory", "-o", str(out)],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    units = {b["metadata"].get("unit") for b in json.loads(out.read_text())["benchmarks"]}
+    assert units == {None} and json.loads(out.read_text())["metadata"]["unit"] == "byte"
+    code, _, err = _import(["pyperf", str(out)], capsys)
+    assert (code, err) == (
+        1,
+        f"error: {out}: expected at least one benchmark timed in seconds, got only benchmarks "
+        'in "byte" (pyperf --track-memory and --tracemalloc measure memory): import the file '
+        "of a run without that option\n",
+    )
+
+
 def test_two_files_of_one_run_join_and_a_repeated_name_is_refused(
     pytest_benchmark_file: Path, pyperf_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

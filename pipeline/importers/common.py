@@ -217,6 +217,9 @@ def _fields(line: str) -> list[str]:
     return next(csv.reader([line]), [])
 
 
+ERROR = "==ERROR=="  # how ncu and nsys start the lines of an error
+
+
 def _is_tool_message(line: str) -> bool:
     # ncu and nsys interleave their own messages (==PROF==, ==WARNING==) with the CSV.
     return line.lstrip().startswith("==")
@@ -252,9 +255,24 @@ def iter_tables(
         number = _read_rows(lines, number, table)
         yield table
     if not found:
-        first = next((ln for ln in lines if ln.strip() and not _is_tool_message(ln)), "")
-        got = f"first line {quoted(first)}" if first else "an empty file"
-        raise fail(path, 1, f"expected a header row of {expected}, got {got}")
+        raise _no_table(path, lines, expected)
+
+
+def _no_table(path: Path, lines: Sequence[str], expected: str) -> ImportFormatError:
+    """A file without a table: a failed profile (the tool's ``==ERROR==`` lines, e.g. no
+    permission for the GPU counters) says so with its first error, not "an empty file"."""
+    errors = [(n, ln.strip()) for n, ln in enumerate(lines, 1) if ln.lstrip().startswith(ERROR)]
+    if errors:
+        number, first = errors[0]
+        return fail(
+            path,
+            number,
+            f"expected a header row of {expected}, got a failed profile: the tool reported "
+            f"{quoted(first)}",
+        )
+    first = next((ln for ln in lines if ln.strip() and not _is_tool_message(ln)), "")
+    got = f"first line {quoted(first)}" if first else "an empty file"
+    return fail(path, 1, f"expected a header row of {expected}, got {got}")
 
 
 def _read_rows(lines: Sequence[str], number: int, table: CsvTable) -> int:

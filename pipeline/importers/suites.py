@@ -59,6 +59,7 @@ class Benchmark:
     name: str
     seconds: Decimal | None
     counters: dict[str, Decimal] = field(default_factory=dict)
+    unit: str = "second"  # pyperf: another unit (byte: --track-memory, --tracemalloc)
 
 
 # ----------------------------------------------------------------------------------- loading
@@ -244,7 +245,7 @@ def _pyperf(path: Path, doc: Any) -> list[Benchmark]:
         if unit == "second":
             out.append(Benchmark(name, _seconds(path, name, median)))
         else:
-            out.append(Benchmark(name, None, _counters(name, {str(unit): [median]})))
+            out.append(Benchmark(name, None, _counters(name, {str(unit): [median]}), str(unit)))
     return out
 
 
@@ -272,6 +273,7 @@ def read_suite(fmt: str, inputs: Sequence[InputFile], options: ImportOptions) ->
     regions: dict[str, Decimal] = {}
     counters: dict[str, Decimal] = {}
     seen: set[str] = set()
+    untimed: set[str] = set()  # units of the benchmarks kept that are not times
     for item in inputs:
         if item.step is not None:
             raise fail(item.path, None, f"a {fmt} file is one run: expected PATH, not STEP=PATH")
@@ -283,10 +285,12 @@ def read_suite(fmt: str, inputs: Sequence[InputFile], options: ImportOptions) ->
                 continue
             if bench.seconds is not None:
                 regions[bench.name] = bench.seconds
+            else:
+                untimed.add(bench.unit)
             counters |= bench.counters
     if not regions:
         where = ", ".join(str(i.path) for i in inputs)
-        raise fail(where, None, f"expected at least one timed benchmark in {WHAT[fmt]}")
+        raise fail(where, None, _no_time(fmt, sorted(untimed)))
     return Imported(
         format=fmt,
         breakdown={STEP: regions},
@@ -294,6 +298,20 @@ def read_suite(fmt: str, inputs: Sequence[InputFile], options: ImportOptions) ->
         metric=suite_metric(list(regions.values()), options.suite_metric),
         provenance=f"{fmt} JSON ({len(regions)} benchmarks, median per iteration, metric "
         f"{options.suite_metric})",
+    )
+
+
+def _no_time(fmt: str, untimed: Sequence[str]) -> str:
+    """Why a suite file gives no run: no benchmark at all, or only benchmarks that measure
+    something else than time (a pyperf --track-memory file: every value in bytes)."""
+    if not untimed:
+        return f"expected at least one timed benchmark in {WHAT[fmt]}"
+    units = " and ".join(quoted(u) for u in untimed)
+    memory = "byte" in untimed
+    memory_text = " (pyperf --track-memory and --tracemalloc measure memory)" if memory else ""
+    return (
+        f"expected at least one benchmark timed in seconds, got only benchmarks in {units}"
+        f"{memory_text}: import the file of a run without that option"
     )
 
 
