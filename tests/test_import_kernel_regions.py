@@ -144,6 +144,34 @@ def test_groups_sum_their_kernels_first_match_wins_the_rest_is_other() -> None:
     assert sum(got.values()) == pytest.approx(float(sum(reference.values())), rel=1e-15)
 
 
+def test_several_groups_after_one_option_are_groups_in_the_order_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--kernel-regions attention=attention norm=rmsnorm FILE`: before the fix the second
+    group was taken for a STEP=PATH file and the error named the CSV ("a mix")."""
+    small = IMPORT / "nsys" / "report_cuda_gpu_kern_sum.csv"
+    expected = {"attention": 0.001482333, "norm": 0.0008894}
+    base = ["import", "nsys", "--side", "baseline", "--repetition", "0", "--metric", "1"]
+    for args in (
+        [*base, "--kernel-regions", "attention=attention", "norm=rmsnorm", str(small)],
+        [*base, str(small), "--kernel-regions", "attention=attention", "norm=rmsnorm"],
+    ):
+        code, out, err = cli(args, capsys)
+        assert code == 0, err
+        assert json.loads(out)["breakdown"] == {"all": expected}
+    first_wins = [*base, str(small), "--kernel-regions", "a=kernel", "norm=rmsnorm"]
+    code, out, _ = cli(first_wins, capsys)
+    assert json.loads(out)["breakdown"] == {"all": {"a": sum(expected.values())}}
+    mixed = [*first_wins, "--kernel-regions", "x=y"]
+    code, _, err = cli(mixed, capsys)
+    assert (code, err) == (
+        2,
+        'error: --kernel-regions: "norm=rmsnorm" follows the value of one of several '
+        "--kernel-regions options: write each group as --kernel-regions NAME=REGEX (their order "
+        "decides which group a kernel falls in)\n",
+    )
+
+
 def test_per_step_files_give_per_step_kernel_regions(tmp_path: Path) -> None:
     line, _ = import_line(
         "nsys",

@@ -259,6 +259,33 @@ def test_a_step_pattern_that_matches_nothing_is_refused() -> None:
         _line(FIXTURES / "cpu_steps.json", step_pattern=re.compile("nope"))
 
 
+def test_a_step_without_region_events_is_kept_with_zeros_and_a_note(tmp_path: Path) -> None:
+    """Before the fix step-2 and step-3 vanished from the breakdown while their 150 µs stayed in
+    the metric, and nothing said so."""
+    events = [
+        _x("user_annotation", "ProfilerStep#1", 1000, 100),
+        _x("user_annotation", "attn", 1010, 40),
+        _x("user_annotation", "mlp", 1050, 20),
+        _x("user_annotation", "ProfilerStep#2", 1100, 100),
+        _x("cpu_op", "aten::add", 1110, 5),  # an operator, no annotation
+        _x("user_annotation", "ProfilerStep#3", 1200, 50),  # nothing at all
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    imported = read([InputFile(path)], ImportOptions())
+    line = build_line(imported, side="baseline", repetition=0)
+    assert line["breakdown"] == {
+        "step-1": {"attn": pytest.approx(40e-6), "mlp": pytest.approx(20e-6)},
+        "step-2": {"attn": 0, "mlp": 0},
+        "step-3": {"attn": 0, "mlp": 0},
+    }
+    assert line["metric"] == pytest.approx(250e-6)
+    assert imported.notes == [
+        '2 step(s) with no event of a region ("step-2", "step-3"): kept with every region at '
+        "0; their time is in the metric"
+    ]
+
+
 def test_overlapping_steps_are_refused(tmp_path: Path) -> None:
     import re
 
@@ -306,7 +333,9 @@ def test_region_pattern_applies_to_gpu_regions_by_annotation_name(tmp_path: Path
         "inner": pytest.approx(10e-6),
         "gpu:inner": pytest.approx(50e-6),
     }
-    assert "step-2" not in line.get("breakdown", {})  # no kept region in step 2
+    # no kept region in step 2: kept at 0 (before the fix: dropped, while in the metric)
+    assert line["breakdown"]["step-2"] == {"inner": 0, "gpu:inner": 0}
+    assert imported.notes[-1].startswith('1 step(s) with no event of a region ("step-2")')
 
 
 def _union_reference(rows: list[tuple[str, str, int, int]]) -> dict[tuple[str, str], int]:

@@ -3,13 +3,14 @@ raw page with its units row, exact conversions, refusals."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 from pipeline.importers import ImportOptions, InputFile, build_line
-from pipeline.importers.common import ImportFormatError
+from pipeline.importers.common import BYTE_UNITS, TIME_UNITS, ImportFormatError
 from pipeline.importers.ncu import read
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "ncu"
@@ -38,6 +39,25 @@ def test_scaled_units_are_decimal_multiples_converted_exactly() -> None:
         "dram_bytes_read": 750_500 + 600_000,  # 750.5 Kbyte + 0.6 Mbyte
         "kernel_seconds": float(Decimal("0.00150342")),  # 3.42 usecond + 1.5 msecond
     }
+
+
+def test_the_time_units_current_ncu_writes_and_the_docs_list(tmp_path: Path) -> None:
+    """Current ncu writes `ns`, `us`, `ms` (older versions `nsecond`, ...): the same page in
+    those units gives the same counters, and docs/import.md lists them (it listed only the old
+    spellings before the fix)."""
+    old = (FIXTURES / "details_scaled_rules.csv").read_text()
+    current = old.replace('"usecond"', '"us"').replace('"msecond"', '"ms"')
+    assert current != old
+    (tmp_path / "current.csv").write_text(current)
+    imported = read([InputFile(tmp_path / "current.csv")], ImportOptions())
+    line = build_line(imported, side="candidate", repetition=1, metric=0.5)
+    assert line["counters"] == _counters("details_scaled_rules.csv")
+    docs = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
+    section = docs.split("## ncu")[1].split("\n## ")[0]
+    units = section.split("- Units:")[1].split("\n- ")[0]
+    listed = set(re.findall(r"`([a-z]+)`", units))
+    assert {"ns", "us", "ms", "s"} <= listed
+    assert all(unit in TIME_UNITS or unit in BYTE_UNITS for unit in listed), listed
 
 
 def test_older_details_page_and_a_metric_repeated_in_two_sections() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.importers import ImportOptions, build_line, parse_inputs
+from pipeline.importers import ImportOptions, InputFile, build_line, parse_inputs
 from pipeline.importers.common import ImportFormatError
-from pipeline.importers.nsys import read
+from pipeline.importers.nsys import NO_RANGES, read
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "nsys"
 
@@ -36,6 +36,20 @@ def test_nvtx_ranges_become_regions_converted_exactly() -> None:
             "sampler:sampling": s("0.001750001"),
         }
     }
+
+
+def test_a_kernel_summary_alone_has_no_breakdown_and_says_so() -> None:
+    """docs/import.md said "one step `all`" for every summary; a kernel summary without NVTX
+    ranges gives counters only, and before the fix nothing said why the breakdown was empty."""
+    imported = read([InputFile(FIXTURES / "report_cuda_gpu_kern_sum.csv")], ImportOptions())
+    line = build_line(imported, side="baseline", repetition=0, metric=1.0)
+    assert "breakdown" not in line and line["counters"] == {"kernels": 1800}
+    assert imported.notes == [NO_RANGES]
+    with_ranges = read(
+        [InputFile(FIXTURES / n) for n in ("report_cuda_gpu_kern_sum.csv", "report_nvtx_sum.csv")],
+        ImportOptions(),
+    )
+    assert set(with_ranges.breakdown) == {"all"} and with_ranges.notes == []
 
 
 def test_older_nvtx_pushpop_sum_without_style() -> None:

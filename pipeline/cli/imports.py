@@ -3,6 +3,7 @@ with --batch, a folder of runs -> one line per run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from pipeline.importers import (
     import_folder,
     import_run,
 )
-from pipeline.importers.kernels import EVERY_KERNEL
+from pipeline.importers.kernels import EVERY_KERNEL, gather_kernel_regions
 from pipeline.output.sinks import is_stdout
 
 IMPORT_OPTIONS = [
@@ -68,7 +69,8 @@ IMPORT_OPTIONS = [
         flag_value=EVERY_KERNEL,
         metavar="[NAME=REGEX]",
         help="nsys, ncu, msprof: kernel GPU time as regions instead of NVTX ranges or step-trace "
-        "columns. Alone: one region per kernel; NAME=REGEX (repeatable): a region per group, the "
+        "columns. Alone: one region per kernel; NAME=REGEX (repeatable, or several after one "
+        "--kernel-regions): a region per group, the "
         "first group whose regex is found in the kernel name wins, the rest is 'other' "
         "(docs/import.md).",
     ),
@@ -158,6 +160,8 @@ def import_command(
           --repetition 0 --metric 0.0412 --kernel-regions gemm=gemm --kernel-regions attn=flash
     """
     target = None if output is None or is_stdout(output) else Path(output)
+    files, kernel_regions = gather_kernel_regions(files, options.kernel_regions)
+    options = replace(options, kernel_regions=kernel_regions)
     if folder is not None:
         if files or side is not None or repetition is not None or metric is not None:
             raise UsageError(

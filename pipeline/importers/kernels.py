@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 
 from pipeline.errors import UsageError
 from pipeline.importers.common import ImportFormatError, quoted
@@ -55,6 +56,37 @@ def region_name(kernel: str) -> str:
     kept = name[: REGION_NAME_MAX - DIGEST_CHARS - 1]
     prefix = "".join(c if c.isprintable() else "?" for c in kept)
     return f"{prefix}~{digest}"
+
+
+def gather_kernel_regions(
+    files: Sequence[str], regions: KernelRegions | None
+) -> tuple[tuple[str, ...], KernelRegions | None]:
+    """``--kernel-regions gemm=gemm attn=flash FILE``: an option takes one value, so a second
+    NAME=REGEX lands among the files (and was read as STEP=PATH). Such an argument, naming no
+    existing file either whole or after its ``=`` (a STEP=PATH names its file), goes back to the
+    groups, after the option's. With several --kernel-regions options the order the groups were
+    written in (first match wins) is lost, so that mix is refused. Returns the files and the
+    groups."""
+    if regions is None or not regions.groups:
+        return tuple(files), regions
+    stray = [f for f in files if _looks_like_group(f)]
+    if not stray:
+        return tuple(files), regions
+    if len(regions.groups) > 1:
+        raise UsageError(
+            f"--kernel-regions: {quoted(stray[0])} follows the value of one of several "
+            "--kernel-regions options: write each group as --kernel-regions NAME=REGEX (their "
+            "order decides which group a kernel falls in)"
+        )
+    given = [f"{name}={pattern.pattern}" for name, pattern in regions.groups]
+    return tuple(f for f in files if f not in stray), parse_kernel_regions([*given, *stray])
+
+
+def _looks_like_group(argument: str) -> bool:
+    name, sep, rest = argument.partition("=")
+    if not (sep and name and rest) or argument.startswith("-"):
+        return False
+    return not (Path(argument).exists() or Path(rest).exists())
 
 
 def parse_kernel_regions(values: Sequence[str]) -> KernelRegions | None:

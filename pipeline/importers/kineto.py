@@ -79,7 +79,27 @@ def _stream(path: Path) -> tuple[pl.DataFrame, dict[str, Any]] | None:
 
 def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
     runs = [_read_file(item, options) for item in inputs]
-    return _merge(runs, inputs)
+    return _empty_steps_kept(_merge(runs, inputs))
+
+
+def _empty_steps_kept(run: Imported) -> Imported:
+    """A step with no event of a kept region (no annotation ran in it: Python-only work, or an
+    idle step) still took its time, which the metric counts. It stays in the breakdown with every
+    region of the run at 0, and a note names it, rather than vanishing from the breakdown alone
+    (a region absent from a step is 0 there for assess anyway: the sums are the same, the line
+    shows what was measured). A run without any region has no breakdown to keep it in."""
+    regions = sorted({r for found in run.breakdown.values() for r in found})
+    empty = [step for step, found in run.breakdown.items() if not found]
+    if not regions or not empty:
+        return run
+    for step in empty:
+        run.breakdown[step] = dict.fromkeys(regions, Decimal(0))
+    shown = ", ".join(quoted(step) for step in empty[:5]) + (", …" if len(empty) > 5 else "")
+    run.notes.append(
+        f"{len(empty)} step(s) with no event of a region ({shown}): kept with every region at 0; "
+        "their time is in the metric"
+    )
+    return run
 
 
 # ----------------------------------------------------------------------------------- loading

@@ -65,6 +65,12 @@ def classify(header: list[str]) -> str | None:
     return None
 
 
+NO_RANGES = (
+    "no breakdown: the files hold no NVTX range (nvtx_sum), so the run has counters only; "
+    "--kernel-regions makes the kernels' GPU time its regions"
+)
+
+
 def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
     named = {item.step is not None for item in inputs}
     if len(named) > 1:
@@ -97,6 +103,9 @@ def read(inputs: Sequence[InputFile], options: ImportOptions) -> Imported:
     notes: list[str] = []
     if options.kernel_regions is None:
         breakdown = _breakdown(frame, steps, options)
+        kinds = {kind for _, kind in seen}
+        if "kern" in kinds and "nvtx" not in kinds:
+            notes.append(NO_RANGES)
     else:
         breakdown = _kernel_breakdown(kernel_time, steps, seen, inputs, options, notes)
     return Imported(
