@@ -151,3 +151,15 @@ def test_every_repository_file_a_help_example_names_exists(
     named = re.findall(r"(?<![\w/.])data/[\w./-]*\w", capsys.readouterr().out)
     missing = [name for name in named if not (root / name).exists()]
     assert missing == [], f"{' '.join(path)} --help names {missing}"
+
+
+def test_until_decided_help_fits_ab_which_freezes_its_own_campaign() -> None:
+    """`ab --help` said --until-decided "needs a campaign frozen with ..." though ab makes its
+    own campaign (and freezes it with the interval it needs); round's help keeps the rule."""
+    commands = subcommands(cli)
+    for name in ("ab", "round"):
+        option = next(p for p in commands[name].params if p.name == "until_decided")
+        text = " ".join((getattr(option, "help", "") or "").split())
+        assert "needs a campaign frozen" not in text, name
+        assert "round: the campaign must be frozen with --decision paired --interval " in text
+        assert "ab freezes its own so" in text

@@ -130,6 +130,10 @@ def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixtu
     expected = fixed_pairs(math.log(1.05) - GATE, sd, 0.8, "student_t", 0.95, 5)
     assert rows[0][3] == str(expected)
     assert "interval student_t, gate 1 % (metric)" in out
+    # this campaign's rounds refuse --until-decided: the seq columns say they price another's
+    # (before the fix: "sequential: round --until-decided, ..." as if this one could)
+    assert "\nsequential: what a round --until-decided would cost, looks every 2 pairs" in out
+    assert "not in this one:\n  --until-decided: this campaign freezes interval student_t" in out
     code, _, err = run_main(["plan", str(folder), "--effect-pct", "5,x"], capsys)
     assert code == 2 and "--effect-pct '5,x'" in err
     empty = tmp_path / "empty"
@@ -143,3 +147,12 @@ def test_ab_prices_a_verdict_that_is_not_pass(capsys: pytest.CaptureFixture[str]
     code, out, _ = run_main(["ab", same, same, "-n", "6", "--warmup", "0"], capsys)
     assert code == 5
     assert "to detect a true gain of 2% / 5% / 10% at 80% power: ~" in out
+
+
+def test_the_sequential_columns_name_the_campaigns_that_refuse_early_stopping() -> None:
+    from pipeline.study.plan import _refusal
+
+    assert _refusal({"decision": "paired", "interval": "sequential_t"}) is None
+    for policy in ({"decision": "paired"}, {"decision": "median", "interval": "sequential_t"}):
+        refusal = _refusal(policy)
+        assert refusal is not None and refusal.startswith("--until-decided: this campaign")

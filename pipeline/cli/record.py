@@ -246,8 +246,8 @@ RUN_OPTIONS = [
         is_flag=True,
         default=False,
         help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
-        "at PASS, at futility or at --max-repetitions (needs a campaign frozen "
-        "with --decision paired --interval sequential_t).",
+        "at PASS, at futility or at --max-repetitions (round: the campaign must be frozen "
+        "with --decision paired --interval sequential_t; ab freezes its own so).",
     ),
     click.option(
         "--max-repetitions",

@@ -371,6 +371,19 @@ def _pairs(value: int | None) -> str:
     return "never" if value is None else str(value)
 
 
+def _sequential_head(result: Plan) -> list[str]:
+    """What the seq columns price: this campaign's round --until-decided, or, when its policy
+    refuses that, such a round in a campaign frozen for it (the refusal is quoted)."""
+    looks = f"looks every 2 pairs from {result.first_look} to {result.max_pairs}"
+    if result.refusal is None:
+        return [f"sequential: round --until-decided, {looks}"]
+    return [
+        f"sequential: what a round --until-decided would cost, {looks}, in a campaign frozen "
+        "with --decision paired --interval sequential_t (or ab --until-decided), not in this one:",
+        f"  {result.refusal}",
+    ]
+
+
 @render.register(Plan)
 def plan(result: Plan) -> str:
     """`plan`: one line per quantity and gain."""
@@ -380,8 +393,7 @@ def plan(result: Plan) -> str:
         f"campaign {result.campaign_id}: interval {result.interval}, gate "
         f"{result.gate_pct:g} % (metric), confidence {result.confidence:g}, min_pairs "
         f"{result.min_pairs}",
-        f"sequential: round --until-decided, looks every 2 pairs from {result.first_look} "
-        f"to {result.max_pairs}",
+        *_sequential_head(result),
         "",
         f"{'quantity':<28} {'spread':>7} {'gain':>6} "
         + " ".join(f"{'fixed ' + format(p, '.0%'):>10}" for p in POWERS)

@@ -78,6 +78,7 @@ class Plan:
     first_look: int
     max_pairs: int
     rows: list[PlanRow]
+    refusal: str | None = None  # why this campaign's rounds refuse --until-decided, if they do
 
 
 # -- the spread measured so far ---------------------------------------------------------------
@@ -278,7 +279,22 @@ def plan(
         rounds.first_look,
         rounds.max_pairs,
         rows,
+        _refusal(policy),
     )
+
+
+def _refusal(policy: dict) -> str | None:
+    """The usage error `round --until-decided` would give this campaign (None: it allows it).
+    The sequential columns are then what such a round would cost in a campaign frozen for it
+    (or `ab --until-decided`), and the plan says so rather than suggest this campaign's rounds
+    can stop early."""
+    from pipeline.record import until
+
+    try:
+        until.check_campaign(policy, "this campaign freezes")
+    except UsageError as refused:
+        return str(refused)
+    return None
 
 
 def parse_effects(text: str) -> tuple[float, ...]:
