@@ -857,3 +857,19 @@ def test_cli_output_that_is_a_folder_is_a_usage_error(
         f"error: -o {tmp_path}: is a folder; with a CAMPAIGN_ID, -o is the page's file "
         f"(e.g. -o {tmp_path / 'report.html'}); a folder only with --all\n",
     )
+
+
+def test_the_footer_names_the_campaigns_interval_method(good_html: str) -> None:
+    """Before the fix every footer said "paired bootstrap intervals ... not calibrated", also
+    on a student_t campaign. A store without the interval column reads as percentile."""
+    from pipeline.contract.declare import INTERVAL_METHODS
+    from pipeline.report.pages import footer_html
+    from pipeline.report.words import INTERVAL_WORDS
+
+    assert set(INTERVAL_WORDS) == set(INTERVAL_METHODS)
+    footer = good_html[good_html.index("<footer>") :]
+    assert "Intervals are paired percentile bootstrap intervals, which cover less" in footer
+    student = footer_html("lower", "student_t")
+    assert "Intervals are paired Student-t intervals of the log-ratios, which covered" in student
+    assert "bootstrap" not in student.replace("the expanded percentile", "")
+    assert "each campaign's frozen method" in footer_html()

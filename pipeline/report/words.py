@@ -1,4 +1,4 @@
-"""Reason codes in words, for people reading the report.
+"""Reason codes and interval methods in words, for people reading the report.
 
 The codes (contract §13) stay what the tables store and what scripts match on; the report shows
 these words instead and keeps the code in a tooltip (and in the "every column" table of the
@@ -48,3 +48,32 @@ def reason_html(code: str | None) -> str:
     if not code:
         return '<span class="null">—</span>'
     return f'<span class="reason" title="reason code: {esc(code)}">{esc(reason_words(code))}</span>'
+
+
+INTERVAL_WORDS: dict[str, str] = {
+    # what each interval method is and how it covered in calibrate's study (docs/calibration.md:
+    # 2,000 A/A attempts per cell, log-normal, Student-t(3) and outlier noise, nominal 95%)
+    "percentile": "paired percentile bootstrap intervals, which cover less than their nominal "
+    "confidence at few pairs (82–92% at 5–20 pairs for a nominal 95% in simulation)",
+    "expanded_percentile": "paired expanded-percentile bootstrap intervals, which covered "
+    "91.5–95% at 5–20 pairs for a nominal 95% in simulation",
+    "student_t": "paired Student-t intervals of the log-ratios, which covered 94.5–97% at 5–20 "
+    "pairs for a nominal 95% in every noise model simulated (a quantity with a +∞ pair uses "
+    "the expanded percentile)",
+    "sequential_t": "paired group-sequential Student-t intervals, valid at the look where a "
+    "round --until-decided stopped, which covered 96.5–99.5% there for a nominal 95% in "
+    "simulation (a quantity with a +∞ pair uses the expanded percentile)",
+}
+"""The report's footer names the campaign's frozen interval method with these words; a method
+without words is named as it is."""
+
+
+def interval_words(method: str | None) -> str:
+    """The footer's sentence on the intervals: the campaign's method (None: the index page,
+    whose campaigns may differ)."""
+    if method is None:
+        return (
+            "Intervals are paired intervals of each campaign's frozen method, named on its page; "
+            "their coverage depends on the method (docs/calibration.md)"
+        )
+    return f"Intervals are {INTERVAL_WORDS.get(method, esc(method) + ' intervals')}"
