@@ -235,6 +235,56 @@ def simulate_command(
     "gain (docs/calibration.md, Sequential rounds).",
 )
 @click.option(
+    "--suite",
+    is_flag=True,
+    help="Run the suite study instead: per-benchmark verdicts of simulated suites (--benchmarks, "
+    "--correlations, --fixed-pairs), their family-wise false alarm and their power to catch one "
+    "benchmark --slowdown-pct slower, against a bootstrap max-|t| and per-benchmark 95% "
+    "directions (docs/calibration.md, Benchmark suites).",
+)
+@click.option(
+    "--benchmarks",
+    default="5,20,100",
+    show_default=True,
+    callback=_parse_repetitions,
+    help="--suite: benchmarks per suite.",
+)
+@click.option(
+    "--correlations",
+    default="0,0.5,0.9",
+    show_default=True,
+    callback=_parse_gains,
+    help="--suite: correlation the shared run-level factor puts between benchmarks of one run.",
+)
+@click.option(
+    "--slowdown-pct",
+    default="5,10",
+    show_default=True,
+    callback=_parse_gains,
+    help="--suite: how much slower the one changed benchmark is, in percent.",
+)
+@click.option(
+    "--spread",
+    type=float,
+    default=0.042,
+    show_default=True,
+    help="--suite: standard deviation of a benchmark's per-pair log-ratio.",
+)
+@click.option(
+    "--margin-pct",
+    type=declared_range("campaign", "policy", "margin_pct"),
+    default=1.0,
+    show_default=True,
+    help="--suite: the margin of unchanged and regressed, in percent.",
+)
+@click.option(
+    "--max-t-resamples",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="--suite: resamples of the bootstrap max-|t| compared with.",
+)
+@click.option(
     "--first-look",
     type=declared_range("attempt", "sequential", "first_look"),
     default=SCHEDULE_DEFAULTS["first_look"],
@@ -260,7 +310,8 @@ def simulate_command(
     default="10,20",
     show_default=True,
     callback=_parse_repetitions,
-    help="--sequential: pair counts of the fixed-n designs compared.",
+    help="--sequential: pair counts of the fixed-n designs compared; --suite: pair counts of "
+    "the suites.",
 )
 @click.option(
     "--gains",
@@ -331,6 +382,13 @@ def calibrate_command(
     gain_pct: float,
     pairs: int,
     lord_level: float,
+    suite: bool,
+    benchmarks: tuple[int, ...],
+    correlations: tuple[float, ...],
+    slowdown_pct: tuple[float, ...],
+    spread: float,
+    margin_pct: float,
+    max_t_resamples: int,
     **model: Any,
 ) -> int:
     """Measure the decision rules and interval methods on simulated campaigns.
@@ -354,6 +412,11 @@ def calibrate_command(
     and coverage, the expected-by-chance count, and the same under LORD++. --attempts is the
     number of campaigns per length.
 
+    With --suite: --attempts suites of each size, correlation, pair count and noise, decided
+    per benchmark by assess's Bonferroni Student-t rule, by a bootstrap max-|t| and by
+    per-benchmark 95% directions: identical code flagging any benchmark, and one benchmark
+    --slowdown-pct slower caught (and others flagged). --repetitions does not apply.
+
     \b
     Example:
       explain-pipeline calibrate
@@ -361,10 +424,22 @@ def calibrate_command(
       explain-pipeline calibrate --noise lognormal --position-effect-pct 3
       explain-pipeline calibrate --sequential
       explain-pipeline calibrate --campaigns
+      explain-pipeline calibrate --suite --noise lognormal
     """
     from pipeline.study.calibrate import calibrate, render
     from pipeline.study.simulate import Noise
 
+    chosen = [
+        name
+        for name, on in (
+            ("--sequential", sequential),
+            ("--suite", suite),
+            ("--campaigns", campaigns),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} are different studies: choose one")
     if campaigns:
         from pipeline.study import search
 
@@ -376,9 +451,32 @@ def calibrate_command(
         )
         click.echo(search.render(searched, fmt), nl=False)
         return ExitCode.OK
+    ctx = click.get_current_context()
+    repetitions_given = (
+        ctx.get_parameter_source("repetitions") != click.core.ParameterSource.DEFAULT
+    )
+    if suite:
+        if repetitions_given:
+            raise UsageError("--repetitions does not apply with --suite (see --fixed-pairs)")
+        from pipeline.study import suites
+
+        suite_result = suites.suite_study(
+            suites=attempts,
+            seed=seed,
+            sizes=benchmarks,
+            correlations=correlations,
+            pairs=fixed_pairs,
+            slowdowns=slowdown_pct,
+            noises=[cast(Noise, n) for n in noises],
+            spread=spread,
+            margin_pct=margin_pct,
+            max_t_resamples=max_t_resamples,
+            model=_model(model),
+        )
+        click.echo(suites.render(suite_result, fmt), nl=False)
+        return ExitCode.OK
     if sequential:
-        ctx = click.get_current_context()
-        if ctx.get_parameter_source("repetitions") != click.core.ParameterSource.DEFAULT:
+        if repetitions_given:
             raise UsageError("--repetitions does not apply with --sequential (see --fixed-pairs)")
         from pipeline.assess.sequential import Schedule
         from pipeline.study import sequential as study
