@@ -471,7 +471,7 @@ def test_verdict_table_has_the_columns_of_assess_and_every_column_on_demand(
         "eligible",
         "best",
     ]
-    assert "<td>1.0310 [1.0180, 1.0440]</td>" in compact and "+2.90%" in compact
+    assert '<td class="nowrap">1.0310 [1.0180, 1.0440]</td>' in compact and "+2.90%" in compact
     assert re.findall(r"<th>([^<]+)</th>", full) == [
         c
         for c in table("assessments").names
@@ -501,6 +501,23 @@ def test_hypothesis_and_names_stay_text(good_html: str) -> None:
     page = without_plotly_bundle(good_html)
     assert "<img" not in page and "<b>bold" not in page
     assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+def test_plot_text_uses_only_the_entities_plotly_decodes() -> None:
+    """Plotly draws labels and hovers with its own small HTML, whose entity table (read here
+    from the bundled plotly.js) has no `quot`: a label with a quote showed "&quot;" before the
+    fix. Plot text escapes only &, < and >; numeric references are decoded too."""
+    from plotly.offline import get_plotlyjs
+
+    from pipeline.report.style import plot_esc
+
+    bundle = get_plotlyjs()
+    table = re.search(r"\{mu:[^}]*amp:[^}]*\}", bundle)
+    assert table is not None
+    decoded = set(re.findall(r"(\w+):", table.group(0)))
+    text = plot_esc('kernel "fused" <b> & it\'s')
+    assert text == 'kernel "fused" &lt;b&gt; &amp; it\'s'
+    assert set(re.findall(r"&(\w+);", text)) <= decoded and "quot" not in decoded
 
 
 def test_json_in_script_cannot_close_the_element() -> None:
@@ -774,8 +791,20 @@ def test_example_unverifiable_quantities_are_listed(
             "region_normalized": f"region {name} / ref",
             "counter": f"counter {name}",
         }[row["quantity"]]
-        words = f'<span class="reason" title="reason code: {row["reason"]}">'
-        assert f"<li><b>{label}</b> — {words}" in side, row
+        assert f"<b>{label}</b>" in side, row
+    # each reason once per attempt and pair count: the failed attempt's too_few_pairs is said
+    # once for all its quantities (before the fix: once per quantity, 11 lines alike)
+    groups = unverifiable.group_by("campaign_id", "attempt_id", "reason", "n_pairs").len()
+    assert int(groups["len"].max() or 0) > 1  # type: ignore[arg-type]  # the example has one
+    for cid, aid, reason, _, count in groups.iter_rows():
+        page = (site.index.parent / f"campaign-{cid}.html").read_text()
+        side = article(page, aid).split("Unverifiable quantities")[1]
+        words = f'<span class="reason" title="reason code: {reason}">'
+        same = (pl.col("campaign_id") == cid) & (pl.col("attempt_id") == aid)
+        n_groups = groups.filter(same & (pl.col("reason") == reason))
+        assert side.count(words) == n_groups.height
+        if count > 1:
+            assert f"<li>{count} quantities — {words}" in side
 
 
 def test_example_what_if_matches_assess(

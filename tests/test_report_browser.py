@@ -459,3 +459,55 @@ def test_the_expectations_fit_their_column_and_the_strip_lines_are_named(
     assert any(x.startswith("paired estimate ") for x in legends), legends
     assert "1: no change" in legends and any(x.startswith("gate ×") for x in legends)
     assert problems(browser.events, page) == []
+
+
+VERDICTS_OVERFLOW = (  # the verdict table's content wider than its box (a sideways scrollbar)
+    "(() => { const e = document.querySelector('#verdicts .tablewrap');"
+    " return e.scrollWidth - e.clientWidth; })()"
+)
+BEST_HEADER_VISIBLE = (  # the last column's header lies inside the table's box
+    "(() => { const t = document.querySelector('#verdicts .tablewrap');"
+    " const h = Array.from(t.querySelectorAll('th')).pop();"
+    " return [h.textContent, h.getBoundingClientRect().right, t.getBoundingClientRect().right];"
+    " })()"
+)
+PLOTLY_DRAWS = (  # a title drawn by plotly from the report's escaping of a text with markup
+    "(async () => { const el = document.querySelector('.plot-box');"
+    " await Plotly.relayout(el, {title: {text: %s}});"
+    " return el.querySelector('.gtitle').textContent; })()"
+)
+
+
+def test_the_verdict_table_fits_at_1400_px_and_plot_text_shows_as_written(
+    browser: DevTools, tmp_path: Path
+) -> None:
+    """Issue 28: at 1400 px the verdict table scrolled sideways with eligible and best behind the
+    scrollbar; plot labels with a quote showed "&quot;" (plotly decodes &amp; &lt; &gt;, not
+    &quot;). Each round's head says when it was declared and started."""
+    from pipeline.report.style import plot_esc
+
+    page = example_page(tmp_path)
+    session = open_report(browser, page)
+    browser.call(
+        "Emulation.setDeviceMetricsOverride",
+        session,
+        deviceScaleFactor=1,
+        mobile=False,
+        width=1400,
+        height=VIEWPORT["height"],
+    )
+    assert int(browser.evaluate(session, VERDICTS_OVERFLOW)) <= 1
+    header, right, box = browser.evaluate(session, BEST_HEADER_VISIBLE)
+    assert header == "best" and right <= box + 1, (right, box)
+    text = browser.evaluate(session, "document.body.innerText")
+    assert " · started 20" in text
+    written = 'kernel "fused" <b>x</b> & more'
+    result = browser.call(
+        "Runtime.evaluate",
+        session,
+        expression=PLOTLY_DRAWS % json.dumps(plot_esc(written)),
+        awaitPromise=True,
+        returnByValue=True,
+    )
+    assert result["result"]["value"] == written
+    assert problems(browser.events, page) == []

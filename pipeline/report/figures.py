@@ -23,6 +23,7 @@ from pipeline.report.style import (
     fmt_pct,
     html_number,
     log_range,
+    plot_esc,
     script_json,
 )
 
@@ -89,14 +90,14 @@ def _timeline_hover(row: Mapping[str, Any]) -> str:
     interval = (
         f"[{html_number(row['paired_low'])}, {html_number(row['paired_high'])}]"
         if row["paired_low"] is not None
-        else f"no interval ({esc(row['paired_reason'] or 'n/a')})"
+        else f"no interval ({plot_esc(row['paired_reason'] or 'n/a')})"
     )
     return (
-        f"<b>{esc(row['attempt_id'])}</b> · {esc(row['candidate'])}<br>"
-        f"verdict <b>{esc(row['verdict'])}</b> {esc(row['reason'] or '')}<br>"
+        f"<b>{plot_esc(row['attempt_id'])}</b> · {plot_esc(row['candidate'])}<br>"
+        f"verdict <b>{plot_esc(row['verdict'])}</b> {plot_esc(row['reason'] or '')}<br>"
         f"paired ratio {html_number(row['paired_estimate'])} {interval}<br>"
         f"median improvement {fmt_pct(row['improvement_pct'])}<br>"
-        f"explanation {esc(row['explanation'])}"
+        f"explanation {plot_esc(row['explanation'])}"
         + ("<br><b>best attempt</b>" if row["best"] else "")
     )
 
@@ -176,8 +177,8 @@ def timeline_figure(data: CampaignData) -> go.Figure:
                     "opacity": 0.75,
                 },
                 hovertext=[
-                    f"{esc(r['attempt_id'])}: median rule {esc(r['median_verdict'])} "
-                    f"{fmt_pct(r['improvement_pct'])} {esc(r['median_reason'] or '')}"
+                    f"{plot_esc(r['attempt_id'])}: median rule {plot_esc(r['median_verdict'])} "
+                    f"{fmt_pct(r['improvement_pct'])} {plot_esc(r['median_reason'] or '')}"
                     for r in part.iter_rows(named=True)
                 ],
                 hoverinfo="text",
@@ -370,9 +371,9 @@ def _reading(quantity: str, estimate: float, higher_is_better: bool) -> str:
 
 def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
     est, low, high = row["estimate"], row["low"], row["high"]
-    lines = [f"<b>{esc(row['label'])}</b>"]
+    lines = [f"<b>{plot_esc(row['label'])}</b>"]
     if est is None:
-        lines.append(f"unverifiable: {esc(row['reason'])}")
+        lines.append(f"unverifiable: {plot_esc(row['reason'])}")
     else:
         interval = (
             f"[{html_number(low)}, {html_number(high)}]" if low is not None else "no interval"
@@ -382,12 +383,12 @@ def _forest_hover(row: Mapping[str, Any], higher_is_better: bool) -> str:
         lines.append(_reading(row["quantity"], est, higher_is_better))
     lines.append(
         f"n = {row['n_pairs'] if row['n_pairs'] is not None else 0} pairs · "
-        f"direction {esc(row['direction'] or 'n/a')} · {esc(row['status'])}"
+        f"direction {plot_esc(row['direction'] or 'n/a')} · {plot_esc(row['status'])}"
     )
     if row["status"] == "unverifiable" and est is not None:
-        lines.append(f"reason: {esc(row['reason'])}")
+        lines.append(f"reason: {plot_esc(row['reason'])}")
     if row["outcome"] is not None:
-        lines.append(f"expected {esc(row['expect'])}: <b>{esc(row['outcome'])}</b>")
+        lines.append(f"expected {plot_esc(row['expect'])}: <b>{plot_esc(row['outcome'])}</b>")
     return "<br>".join(lines)
 
 
@@ -401,7 +402,7 @@ _DIRECTION_NAMES = {
 
 def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> Figure:
     """Every comparison of one attempt on a log ratio axis, with its expectation outcomes."""
-    labels = [esc(v) for v in rows["label"]]
+    labels = [plot_esc(v) for v in rows["label"]]
     xrange = log_range([*rows["estimate"], *rows["low"], *rows["high"]], include=(1.0, gate))
     edge = 10 ** xrange[1]
     hover = [_forest_hover(r, higher_is_better) for r in rows.iter_rows(named=True)]
@@ -547,7 +548,7 @@ def _forest_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
             "y": part["y"].to_list(),
             "mode": "text",
             "showlegend": False,
-            "text": [f"unverifiable: {esc(r)}" for r in part["reason"]],
+            "text": [f"unverifiable: {plot_esc(r)}" for r in part["reason"]],
             "textposition": "middle right",
             "hovertext": part["hover"].to_list(),
             "hoverinfo": "text",
@@ -588,7 +589,7 @@ def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
             "xanchor": "left",
             "showarrow": False,
             "align": "left",
-            "text": f"<b>{esc(outcome)}</b> · expect {esc(expect)}",
+            "text": f"<b>{plot_esc(outcome)}</b> · expect {plot_esc(expect)}",
             "font": {"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 11},
         }
         for y, outcome, expect in zip(marked["y"], marked["outcome"], marked["expect"], strict=True)

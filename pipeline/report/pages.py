@@ -87,6 +87,8 @@ def cell(value: object, column: str) -> str:
         return f'<td class="text">{esc(value)}</td>'
     if column == "reason":
         return f"<td>{reason_html(str(value))}</td>"
+    if column == "paired":  # an estimate and its interval read as one: never broken
+        return f'<td class="nowrap">{esc(value)}</td>'
     mono = ' class="mono"' if column.endswith("sha256") or column in ("expected", "actual") else ""
     return f"<td{mono}>{esc(value)}</td>"
 
@@ -287,7 +289,8 @@ def verdicts_html(data: CampaignData) -> str:
         f'<p class="note">Decision <b>{esc(data.campaign["decision"])}</b>, require_explanation '
         f"<b>{esc(str(data.campaign['require_explanation']).lower())}</b>: the campaign's frozen "
         "policy. The best attempt's row is highlighted.</p>"
-        + html_table(summary, SUMMARY_COLUMNS, headers=SUMMARY_HEADERS, row_class=best)
+        # fit: the reason wraps rather than push eligible and best behind a scrollbar
+        + html_table(summary, SUMMARY_COLUMNS, headers=SUMMARY_HEADERS, row_class=best, fit=True)
         + '<details id="all-columns"><summary>every column of the assessments table</summary>'
         + html_table(a, VERDICT_COLUMNS, row_class=best)
         + "</details></section>"
@@ -369,17 +372,44 @@ def recording_html(info: Mapping[str, Any]) -> str:
 
 
 def _unverifiable_html(rows: pl.DataFrame) -> str:
+    """The quantities without an interval, one line per reason and pair count: a round with too
+    few pairs makes every quantity unverifiable for the same reason, which is said once (it was
+    repeated on each of a dozen lines), with the quantities and their estimates after it."""
     part = rows.filter(pl.col("status") == "unverifiable")
     if part.is_empty():
         return '<p class="note">none: every quantity has an interval.</p>'
+    groups = part.with_columns(pl.col("n_pairs").fill_null(0)).group_by(
+        "reason", "n_pairs", maintain_order=True
+    )
     items = "".join(
-        f"<li><b>{esc(r['label'])}</b> — {reason_html(r['reason'])} "
-        f"<span class='null'>(n = {r['n_pairs'] or 0} pairs"
-        + (f", estimate {html_number(r['estimate'])}" if r["estimate"] is not None else "")
-        + ")</span></li>"
-        for r in part.iter_rows(named=True)
+        _unverifiable_group(reason, n_pairs, group) for (reason, n_pairs), group in groups
     )
     return f'<ul class="plain">{items}</ul>'
+
+
+def _unverifiable_group(reason: str | None, n_pairs: int, group: pl.DataFrame) -> str:
+    def named(r: Mapping[str, Any]) -> str:
+        estimate = r["estimate"]
+        return f"<b>{esc(r['label'])}</b>" + (
+            f" <span class='null'>{html_number(estimate)}</span>" if estimate is not None else ""
+        )
+
+    quantities = ", ".join(named(r) for r in group.iter_rows(named=True))
+    if group.height == 1:
+        row = group.row(0, named=True)
+        shown = f"<b>{esc(row['label'])}</b>"
+        estimate = (
+            f", estimate {html_number(row['estimate'])}" if row["estimate"] is not None else ""
+        )
+        return (
+            f"<li>{shown} — {reason_html(reason)} "
+            f"<span class='null'>(n = {n_pairs} pairs{estimate})</span></li>"
+        )
+    return (
+        f"<li>{group.height} quantities — {reason_html(reason)} "
+        f"<span class='null'>(n = {n_pairs} pairs; each with its estimate)</span>: "
+        f"{quantities}</li>"
+    )
 
 
 def _legend_html() -> str:
@@ -447,12 +477,20 @@ def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str 
         + (badge("best", "#d4a72c") if row["best"] else "")
         + what_if_badge
         + f"<span class='meta'>candidate <b>{esc(row['candidate'])}</b> vs baseline "
-        f"<b>{esc(info.get('baseline'))}</b> · status {esc(row['status'])}</span></div>"
+        f"<b>{esc(info.get('baseline'))}</b> · status {esc(row['status'])}"
+        f"{_times_html(info)}</span></div>"
         f'<p class="note">{esc(counts)} · verdict reason: {reason_html(row["reason"])} · '
         f"median {fmt_pct(row['improvement_pct'])} · paired "
         f"{html_number(row['paired_estimate'])} [{html_number(row['paired_low'])}, "
         f"{html_number(row['paired_high'])}]{order_html(row)}</p>" + environment_html(info)
     )
+
+
+def _times_html(info: Mapping[str, Any]) -> str:
+    """When the round was declared and started (attempt.json, UTC): the report showed only the
+    campaign's creation, so rounds could not be placed in time."""
+    moments = [(k, info.get(f"{k}_at")) for k in ("declared", "started")]
+    return "".join(f" · {k} {timestamp_html(m)}" for k, m in moments if m is not None)
 
 
 def _expectations_html(outcomes: pl.DataFrame) -> str:

@@ -47,6 +47,14 @@ def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
+def plot_esc(value: object) -> str:
+    """Free text for a plotly label, hover or annotation: plotly draws its own small HTML and
+    decodes only &amp; &lt; &gt; (a few other names) and numeric references, not &quot;, so a
+    quote is left as it is (it showed as "&quot;"); the figure's JSON is made safe inside its
+    <script> by script_json."""
+    return html.escape("" if value is None else str(value), quote=False)
+
+
 def html_number(value: float | None, digits: int = 4) -> str:
     """numbers.fmt_number with the report's marks."""
     return numbers.fmt_number(value, f".{digits}f", numbers.HTML)
