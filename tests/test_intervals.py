@@ -192,3 +192,58 @@ def test_default_campaigns_record_the_percentile_method(tmp_path: Path) -> None:
 def test_bad_interval_what_if(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="expected percentile, expanded_percentile, student_t"):
         assess(_store(tmp_path, "s", None), what_if={"interval": "bca"})
+
+
+# -- the registry -------------------------------------------------------------------------------
+def test_the_registry_is_the_schema_enum() -> None:
+    """Adding a method to campaign.schema.json without its registry entry (or the reverse)
+    fails here, not later as a Student-t interval under another name."""
+    from pipeline.assess.intervals import METHODS
+    from pipeline.contract.declare import choices
+
+    assert tuple(METHODS) == choices("campaign", "policy", "interval")
+
+
+def test_an_unknown_method_is_refused() -> None:
+    from pipeline.study.plan import critical
+
+    x = np.log(np.array([[1.01], [1.02], [1.03], [0.99], [1.0]]))
+    with pytest.raises(ValueError, match=r"unknown interval method 'bca': expected one of"):
+        method_intervals(x, "bca", resamples=10, seed=0, confidence=0.95)
+    with pytest.raises(ValueError, match=r"unknown interval method 'bca'"):
+        critical(np.array([5.0]), "bca", 0.95)
+
+
+def test_only_sequential_t_is_valid_under_early_stopping() -> None:
+    from pipeline.assess import sequential
+    from pipeline.assess.intervals import METHODS
+
+    assert [m.name for m in METHODS.values() if m.sequential] == ["sequential_t"]
+    assert sequential.METHOD == "sequential_t"
+    assert set(sequential.FIXED_N) == set(METHODS) - {"sequential_t"}
+    assert set(sequential.PEEKING_FALSE_PASS) == set(sequential.FIXED_N)
+
+
+@pytest.mark.parametrize("n", [5, 12, 40])
+def test_the_critical_values_a_fixed_round_must_reach(n: int) -> None:
+    """study.plan's k(n) per method: the percentile bootstrap's divisor-n z interval, the t
+    quantile for the others (at one look sequential_t is student_t)."""
+    from pipeline.assess.intervals import METHODS
+
+    z = stats.norm.ppf(0.975) * math.sqrt((n - 1) / n)
+    t = stats.t.ppf(0.975, n - 1)
+    expected = {"percentile": z, "expanded_percentile": t, "student_t": t, "sequential_t": t}
+    got = {name: float(m.critical(np.array([float(n)]), 0.95)[0]) for name, m in METHODS.items()}
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_finite_only_methods_fall_back_to_expanded_percentile() -> None:
+    """A quantity with a +inf pair under student_t or sequential_t is labelled with the method
+    it got; percentile and expanded_percentile bootstrap it themselves."""
+    from pipeline.assess.intervals import FALLBACK, METHODS
+
+    x = np.log(np.array([[1.01, 1.0], [1.02, 1.1], [1.03, 1.2], [0.99, 1.1], [1.0, 1.05]]))
+    x[2, 1] = math.inf
+    for name, entry in METHODS.items():
+        got = method_intervals(x, name, resamples=200, seed=0, confidence=0.95, critical=3.0)
+        assert list(got.method) == [name, FALLBACK if entry.finite_only else name]

@@ -327,7 +327,7 @@ def _reused(store: Store, previous: pl.DataFrame, fresh: pl.DataFrame, ids: list
     # comparisons stored before `method` existed were all percentile intervals
     stored["comparisons"] = stored["comparisons"].with_columns(
         pl.when(pl.col("low").is_not_null())
-        .then(pl.col("method").fill_null("percentile"))
+        .then(pl.col("method").fill_null(POLICY_DEFAULTS["interval"]))
         .alias("method")
     )
     return _Facts(

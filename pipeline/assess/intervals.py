@@ -15,11 +15,19 @@
   ``student_t``.
 
 α = 1 - confidence. scipy is imported where it is needed (it is slow to import).
+
+The methods are a registry, ``METHODS``: name -> its bounds function, the critical value a
+fixed round of ``n`` pairs must reach (``study.plan``'s power), whether a quantity with a
+``+inf`` pair falls back to ``expanded_percentile``, and whether it stays valid when a round
+stops as soon as it is decided. An unknown name is refused (``interval_method``). Adding a
+method is: its name in campaign.schema.json's ``interval`` enum, one ``IntervalMethod`` entry
+here and its bounds function (tests/test_intervals.py holds the enum and the registry equal).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +38,6 @@ from pipeline.contract.policy import INTERVAL_METHODS
 
 Method = str
 """One of METHODS: the values campaign.schema.json allows for the policy field `interval`."""
-METHODS: tuple[Method, ...] = INTERVAL_METHODS
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,21 @@ class MethodIntervals(Intervals):
     """Per quantity: the geometric-mean ratio, the interval as ratios and the method used."""
 
     method: npt.NDArray[np.str_]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a bounds function may read besides the pairs: the policy's interval settings and,
+    for ``sequential_t``, the constant of the attempts' schedule (None: one look)."""
+
+    resamples: int
+    seed: int
+    confidence: float
+    critical: float | None = None
+
+
+Bounds = Callable[[FloatArray, Settings], tuple[FloatArray, FloatArray, FloatArray]]
+"""(n, Q) log-ratios -> estimate, low, high per column, as ratios."""
 
 
 def expanded_probability(n: int, confidence: float) -> float:
@@ -70,6 +92,96 @@ def student_t_bounds(
         return np.exp(mean - half), np.exp(mean + half)
 
 
+# -- the bounds of each method ------------------------------------------------------------------
+def _percentile(x: FloatArray, settings: Settings) -> tuple[FloatArray, FloatArray, FloatArray]:
+    boot = paired_intervals(
+        x, resamples=settings.resamples, seed=settings.seed, confidence=settings.confidence
+    )
+    return boot.estimate, boot.low, boot.high
+
+
+def _expanded(x: FloatArray, settings: Settings) -> tuple[FloatArray, FloatArray, FloatArray]:
+    p = expanded_probability(x.shape[0], settings.confidence)
+    boot = paired_intervals(
+        x,
+        resamples=settings.resamples,
+        seed=settings.seed,
+        confidence=settings.confidence,
+        probabilities=(p, 1.0 - p),
+    )
+    return boot.estimate, boot.low, boot.high
+
+
+def _closed_form(
+    x: FloatArray, confidence: float, critical: float | None
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    with np.errstate(over="ignore"):
+        estimate = np.exp(mean_in_order(x))
+    return (estimate, *student_t_bounds(x, confidence, critical))
+
+
+def _student_t(x: FloatArray, settings: Settings) -> tuple[FloatArray, FloatArray, FloatArray]:
+    return _closed_form(x, settings.confidence, None)
+
+
+def _sequential_t(x: FloatArray, settings: Settings) -> tuple[FloatArray, FloatArray, FloatArray]:
+    return _closed_form(x, settings.confidence, settings.critical)
+
+
+# -- what a fixed round of n pairs must reach (study.plan) ----------------------------------------
+def _normal_critical(n: npt.NDArray[np.float64], confidence: float) -> npt.NDArray[np.float64]:
+    """The percentile bootstrap reads ``x̄ ± z·σ̂/√n`` with a divisor-n ``σ̂``."""
+    from scipy import stats
+
+    return float(stats.norm.ppf(1 - (1 - confidence) / 2)) * np.sqrt((n - 1) / n)
+
+
+def _t_critical(n: npt.NDArray[np.float64], confidence: float) -> npt.NDArray[np.float64]:
+    from scipy import stats
+
+    return np.asarray(stats.t.ppf(1 - (1 - confidence) / 2, n - 1), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class IntervalMethod:
+    """One value of the policy field ``interval`` and what it means."""
+
+    name: Method
+    bounds: Bounds
+    critical: Callable[[npt.NDArray[np.float64], float], npt.NDArray[np.float64]]
+    """``k(n)`` a fixed round's statistic must reach at one look (study.plan's power)."""
+    finite_only: bool = False
+    """A quantity with a ``+inf`` pair (no finite mean) takes ``expanded_percentile``."""
+    sequential: bool = False
+    """Valid when a round stops as soon as it is decided (``round --until-decided``)."""
+
+
+FALLBACK: Method = "expanded_percentile"
+"""The method of a quantity with a ``+inf`` pair under a ``finite_only`` method."""
+METHODS: dict[Method, IntervalMethod] = {
+    m.name: m
+    for m in (
+        IntervalMethod("percentile", _percentile, _normal_critical),
+        IntervalMethod("expanded_percentile", _expanded, _t_critical),
+        IntervalMethod("student_t", _student_t, _t_critical, finite_only=True),
+        IntervalMethod(
+            "sequential_t", _sequential_t, _t_critical, finite_only=True, sequential=True
+        ),
+    )
+}
+"""The interval methods, in campaign.schema.json's order (a test holds the two equal)."""
+
+
+def interval_method(name: str) -> IntervalMethod:
+    """The method called ``name``; a ValueError naming the known ones otherwise."""
+    found = METHODS.get(name)
+    if found is None:
+        raise ValueError(
+            f"unknown interval method {name!r}: expected one of {', '.join(INTERVAL_METHODS)}"
+        )
+    return found
+
+
 def method_intervals(
     x: npt.ArrayLike,
     method: Method,
@@ -83,28 +195,14 @@ def method_intervals(
     ``method``; values finite or ``+inf``, as for ``paired_intervals``. ``critical``: the
     ``sequential_t`` constant of the attempts' schedule (``sequential.boundary``); None: one
     look at ``n``, which is ``student_t``'s quantile."""
+    chosen = interval_method(method)
     values = np.asarray(x, dtype=np.float64)
-    n, width = values.shape
-    if method == "percentile":
-        boot = paired_intervals(values, resamples=resamples, seed=seed, confidence=confidence)
-        return MethodIntervals(boot.estimate, boot.low, boot.high, np.full(width, method))
-    expanded = (method == "expanded_percentile") | np.isposinf(values).any(axis=0)
+    width = values.shape[1]
+    settings = Settings(resamples, seed, confidence, critical)
+    fallback = np.isposinf(values).any(axis=0) if chosen.finite_only else np.zeros(width, bool)
     estimate, low, high = np.empty(width), np.empty(width), np.empty(width)
-    if expanded.any():
-        p = expanded_probability(n, confidence)
-        boot = paired_intervals(
-            values[:, expanded],
-            resamples=resamples,
-            seed=seed,
-            confidence=confidence,
-            probabilities=(p, 1.0 - p),
-        )
-        estimate[expanded], low[expanded], high[expanded] = boot.estimate, boot.low, boot.high
-    closed = ~expanded
-    if closed.any():
-        with np.errstate(over="ignore"):
-            estimate[closed] = np.exp(mean_in_order(values[:, closed]))
-        c = critical if method == "sequential_t" else None
-        low[closed], high[closed] = student_t_bounds(values[:, closed], confidence, c)
-    used = np.where(expanded, "expanded_percentile", method)
-    return MethodIntervals(estimate, low, high, used)
+    for used, columns in ((chosen, ~fallback), (METHODS[FALLBACK], fallback)):
+        if columns.any():
+            found = used.bounds(values[:, columns], settings)
+            estimate[columns], low[columns], high[columns] = found
+    return MethodIntervals(estimate, low, high, np.where(fallback, FALLBACK, method))

@@ -29,13 +29,15 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.contract.declare import INTERVAL_METHODS, SCHEDULE_DEFAULTS, bounds
+from pipeline.assess.intervals import METHODS
+from pipeline.contract.declare import SCHEDULE_DEFAULTS, bounds
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-METHOD = "sequential_t"
-FIXED_N: tuple[str, ...] = tuple(m for m in INTERVAL_METHODS if m != METHOD)
+(METHOD,) = (m.name for m in METHODS.values() if m.sequential)
+"""The interval method valid under early stopping (its registry entry says so)."""
+FIXED_N: tuple[str, ...] = tuple(m.name for m in METHODS.values() if not m.sequential)
 """The interval methods valid for one look at a planned n only (not under early stopping)."""
 SIMULATIONS = 100_000
 """Simulated sequences behind ``c`` (its Monte Carlo standard error is about 0.01, which moves

@@ -20,10 +20,14 @@ from pipeline.errors import ExitCode, UsageError
 from pipeline.importers import (
     DEFAULT_NAME_PATTERN,
     FORMATS,
+    KERNEL_REGION_FORMATS,
+    NO_RUN_TIME_FORMATS,
+    SUITE_FORMATS,
     SUITE_METRICS,
     ImportOptions,
     import_folder,
     import_run,
+    listed,
 )
 from pipeline.importers.kernels import EVERY_KERNEL, gather_kernel_regions
 from pipeline.output.sinks import is_stdout
@@ -52,7 +56,7 @@ IMPORT_OPTIONS = [
         type=click.Choice(SUITE_METRICS),
         default=ImportOptions.suite_metric,
         show_default=True,
-        help="pytest-benchmark, gbench, pyperf: the run's metric is the sum of the benchmarks' "
+        help=f"{listed(SUITE_FORMATS)}: the run's metric is the sum of the benchmarks' "
         "median per-iteration times, or their geometric mean (docs/suites.md).",
     ),
     click.option(
@@ -68,11 +72,10 @@ IMPORT_OPTIONS = [
         is_flag=False,
         flag_value=EVERY_KERNEL,
         metavar="[NAME=REGEX]",
-        help="nsys, ncu, msprof: kernel GPU time as regions instead of NVTX ranges or step-trace "
-        "columns. Alone: one region per kernel; NAME=REGEX (repeatable, or several after one "
-        "--kernel-regions): a region per group, the "
-        "first group whose regex is found in the kernel name wins, the rest is 'other' "
-        "(docs/import.md).",
+        help=f"{listed(KERNEL_REGION_FORMATS)}: kernel GPU time as regions instead of NVTX "
+        "ranges or step-trace columns. Alone: one region per kernel; NAME=REGEX (repeatable, or "
+        "several after one --kernel-regions): a region per group, the first group whose regex "
+        "is found in the kernel name wins, the rest is 'other' (docs/import.md).",
     ),
 ]
 """How the files of a run are read and named: each option is a keyword of ImportOptions.parse
@@ -121,7 +124,7 @@ import_options = option_group("options", IMPORT_OPTIONS, _import_options)
     type=float,
     default=None,
     help="End-to-end metric of the run (default: sum of step durations, in seconds; "
-    "required for nsys and ncu, which have no run time).",
+    f"required for {listed(NO_RUN_TIME_FORMATS)}, which have no run time).",
 )
 @import_options
 @output_option(

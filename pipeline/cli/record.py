@@ -68,7 +68,7 @@ def campaign_group() -> None:
     "--decision",
     type=declared_choice("campaign", "policy", "decision"),
     default=None,
-    help="Verdict rule (default median).",
+    help=f"Verdict rule (default {POLICY_DEFAULTS['decision']}).",
 )
 @click.option(
     "--require-explanation",
@@ -80,31 +80,37 @@ def campaign_group() -> None:
     "--min-improvement-pct",
     type=policy_range("min_improvement_pct"),
     default=None,
-    help="The gate, in percent (default 1.0).",
+    help=f"The gate, in percent (default {POLICY_DEFAULTS['min_improvement_pct']}).",
 )
 @click.option(
     "--confidence",
     type=policy_range("confidence"),
     default=None,
-    help="Interval confidence (default 0.95).",
+    help=f"Interval confidence (default {POLICY_DEFAULTS['confidence']}).",
 )
 @click.option(
     "--resamples",
     type=policy_range("resamples"),
     default=None,
-    help="Bootstrap resamples (default 10000).",
+    help=f"Bootstrap resamples (default {POLICY_DEFAULTS['resamples']}).",
 )
-@click.option("--seed", type=policy_range("seed"), default=None, help="Bootstrap seed (default 0).")
+@click.option(
+    "--seed",
+    type=policy_range("seed"),
+    default=None,
+    help=f"Bootstrap seed (default {POLICY_DEFAULTS['seed']}).",
+)
 @click.option(
     "--min-pairs",
     type=policy_range("min_pairs"),
     default=None,
-    help="Fewest pairs for an interval (default 5, at least 5).",
+    help=f"Fewest pairs for an interval (default {POLICY_DEFAULTS['min_pairs']}, at least "
+    f"{policy_range('min_pairs').min}).",
 )
 @click.option(
     "--interval",
     type=declared_choice("campaign", "policy", "interval"),
-    default="percentile",
+    default=POLICY_DEFAULTS["interval"],
     show_default=True,
     help="Interval method.",
 )
@@ -132,7 +138,7 @@ def start_command(
     policy = {k: v for k, v in chosen.items() if v is not None}
     if require_explanation:
         policy["require_explanation"] = True
-    if interval != "percentile":  # omitted when it is the default, so digests stay as before
+    if interval != POLICY_DEFAULTS["interval"]:  # omitted at the default: digests stay as before
         policy["interval"] = interval
     from pipeline.output.inert import shown
     from pipeline.output.sinks import echo

@@ -56,10 +56,11 @@ def check_campaign(policy: dict[str, Any], source: str) -> None:
     """A usage error unless the policy is valid under early stopping; ``source`` says where it
     comes from (``attempts/x/campaign.json freezes``, ``ab's campaign would freeze``)."""
     from pipeline.assess import sequential
+    from pipeline.assess.intervals import interval_method
 
     policy = with_defaults(policy)
     method, advice = policy["interval"], f"--decision paired --interval {sequential.METHOD}"
-    if method != sequential.METHOD:
+    if not interval_method(method).sequential:
         rate = sequential.PEEKING_FALSE_PASS.get(method)
         measured = (
             f"; stopping at the first PASS of {method} after every block passes {rate:.1%} of "

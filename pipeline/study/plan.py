@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.assess.sequential import Schedule
-from pipeline.contract.declare import SCHEDULE_DEFAULTS
+from pipeline.contract.declare import POLICY_DEFAULTS, SCHEDULE_DEFAULTS
 from pipeline.errors import UsageError
 
 EFFECTS_PCT = (2.0, 5.0, 10.0)
@@ -96,7 +96,7 @@ def measured_spreads(folder: Path) -> tuple[dict, list[Spread]]:
     from pipeline.ingest.attempts import campaign_frame
 
     campaigns = campaign_frame(campaign.cid, campaign.document).with_columns(
-        pl.col("interval").fill_null("percentile")
+        pl.col("interval").fill_null(POLICY_DEFAULTS["interval"])
     )
     tables = prepared.new
     names = ("attempts", "samples", "breakdown", "counters", "expectations")
@@ -148,13 +148,11 @@ def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
 
 # -- fixed rounds -----------------------------------------------------------------------------
 def critical(n: np.ndarray, method: str, confidence: float) -> np.ndarray:
-    """``k(n)``: the statistic a fixed round with ``n`` pairs must reach (module docstring)."""
-    from scipy import stats
+    """``k(n)``: the statistic a fixed round with ``n`` pairs must reach (module docstring),
+    as the interval method's registry entry gives it."""
+    from pipeline.assess.intervals import interval_method
 
-    alpha = 1.0 - confidence
-    if method == "percentile":
-        return float(stats.norm.ppf(1 - alpha / 2)) * np.sqrt((n - 1) / n)
-    return np.asarray(stats.t.ppf(1 - alpha / 2, n - 1), dtype=np.float64)
+    return interval_method(method).critical(np.asarray(n, dtype=np.float64), confidence)
 
 
 def fixed_power(
