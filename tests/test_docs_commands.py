@@ -1,0 +1,402 @@
+"""Test what users run: every command block of README.md and docs/*.md carries a doc-test mark
+(tests/docs_blocks.py says what each means), the Chinese twin marks its blocks alike, and every
+block marked ``run`` runs as written, in page order, in a folder that starts as a fresh clone of
+the repository, with the output the page shows checked: exactly, or, for output of timed runs,
+with numbers and the words a timing draw decides (directions, outcomes) left free."""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from docs_blocks import (
+    Block,
+    Command,
+    Mark,
+    MarkError,
+    Setup,
+    mark_problems,
+    read_page,
+    split_commands,
+    steps,
+)
+from test_docs import ROOT, chinese_page, english_pages
+
+LONG = os.environ.get("EXPLAIN_DOCS_LONG") == "1"
+"""Blocks marked ``long`` (minutes at their defaults) run only with EXPLAIN_DOCS_LONG=1."""
+TIMEOUT, LONG_TIMEOUT = 300, 3600  # seconds per command
+
+
+def all_pages() -> list[Path]:
+    return [p for english in english_pages() for p in (english, chinese_page(english))]
+
+
+def _rel(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+# -- the marks -------------------------------------------------------------------------------------
+def test_every_command_block_is_marked_and_fits_its_mark() -> None:
+    problems = []
+    for page in all_pages():
+        try:
+            blocks, _ = read_page(page)
+        except MarkError as exc:
+            problems.append(str(exc))
+            continue
+        found = [problem for block in blocks for problem in mark_problems(block)]
+        problems += [f"{_rel(page)}:{p.split(':', 1)[1]}" for p in found]  # path, not name
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("english", english_pages(), ids=_rel)
+def test_the_chinese_page_marks_its_blocks_alike(english: Path) -> None:
+    def marks(page: Path) -> list[object]:
+        return [s.command if isinstance(s, Setup) else s.mark for s in steps(page)]
+
+    assert marks(chinese_page(english)) == marks(english)
+
+
+# -- running a page --------------------------------------------------------------------------------
+def fresh_clone(folder: Path) -> Path:
+    """``folder`` as a fresh clone would be: the repository's tracked top-level entries (linked;
+    data/ copied, since commands may write there) and this test run's virtual environment as
+    .venv (what ``make .venv/bin/explain-pipeline`` would build)."""
+    listed = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=False
+    )
+    names = (
+        {line.split("/")[0] for line in listed.stdout.splitlines()}
+        if listed.stdout
+        else {p.name for p in ROOT.iterdir() if not p.name.startswith(".")}
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(names):
+        source = ROOT / name
+        if name == "data":
+            shutil.copytree(source, folder / name, symlinks=True)
+        elif source.exists():
+            (folder / name).symlink_to(source)
+    (folder / ".venv").symlink_to(Path(sys.prefix))
+    stale = subprocess.run(["make", "-q", ".venv/bin/explain-pipeline"], cwd=folder, check=False)
+    if stale.returncode != 0:  # a page's `make` would then rebuild the real .venv mid-test
+        pytest.fail(f"{sys.prefix} is older than pyproject.toml: run make first")
+    return folder
+
+
+def user_environment(folder: Path) -> dict[str, str]:
+    """The caller's environment with the clone's .venv activated, and nothing that would make a
+    command write into this test run's CI job (GitHub's summary and annotations)."""
+    kept = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GITHUB_", "EXPLAIN_", "RUNNER_", "PYTEST_"))
+        and k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}
+    }
+    venv = folder / ".venv"
+    return {**kept, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}:{kept.get('PATH', '')}"}
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    output: str
+
+
+@dataclass
+class Session:
+    """One shell at the root of a fresh clone, as a reader following a page has."""
+
+    folder: Path
+    env: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.env = user_environment(self.folder)
+
+    def run(self, command: str, timeout: float) -> Ran:
+        try:
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=self.folder,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return Ran(-1, f"(timed out after {timeout} s)")
+        return Ran(done.returncode, done.stdout)
+
+
+# -- comparing output ------------------------------------------------------------------------------
+_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?")
+_DRAWN = re.compile(
+    r"\b(?:none|decrease|increase|improved|regressed|confirmed|contradicted|unsupported|"
+    r"consistent|unverifiable|explained|within_noise|below_gate|no order bias found|"
+    r"order bias found)\b"
+)
+"""Words a timing draw decides, free in timed output: whether a region moved (a reference region
+that did not change is 'none' in 95% of rounds, not all), whether the order effect's interval
+excludes 1. PASS, FAIL and INCONCLUSIVE stay compared: the pages claim them."""
+
+
+_ZERO_COUNT = re.compile(r" - (zero_baseline|zero_candidate)$")
+"""A counter of events that may not happen in a run (voluntary context switches, major page
+faults) is 0 on one side in some rounds and not in others: no ratio there, by draw."""
+
+
+def normalized(lines: list[str], timed: bool) -> list[str]:
+    out = [line.rstrip() for line in lines]
+    while out and not out[-1]:
+        out.pop()
+    if timed:
+        out = [" ".join(_DRAWN.sub("~", _NUMBER.sub("#", line)).split()) for line in out]
+        out = [_ZERO_COUNT.sub(" # [#, #] ~", line) for line in out]
+    return out
+
+
+def output_problem(shown: list[str], actual: str, mark: Mark) -> str | None:
+    """A diff when the output the page shows is not what the command printed (None: it is)."""
+    want = normalized(shown, mark.timed)
+    got = normalized(actual.splitlines(), mark.timed)
+    if mark.head:
+        got = got[: len(want)]
+    if want == got:
+        return None
+    diff = difflib.unified_diff(want, got, "shown on the page", "printed", lineterm="", n=1)
+    return "\n".join(list(diff)[:40])
+
+
+# -- one page --------------------------------------------------------------------------------------
+def runnable(block: Block) -> bool:
+    return block.mark is not None and block.mark.kind == "run" and (LONG or not block.mark.long)
+
+
+def copy_files(block: Block, folder: Path) -> Ran:
+    """The mark's ``files``: SRC (a file or a glob, relative to the repository) copied into the
+    folder by name; SRC:DEST to a name of the page's choosing, SRC:DIR/ into a folder."""
+    assert block.mark is not None
+    for spec in block.mark.files:
+        source, _, dest = spec.partition(":")
+        found = sorted(ROOT.glob(source))
+        assert found, f"{block.where}: files {source}: nothing there"
+        for path in found:
+            target = (
+                folder / dest / path.name if dest.endswith("/") else folder / (dest or path.name)
+            )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, target)
+    return Ran(0, "")
+
+
+Snapshots = dict[tuple[str, ...], tuple[Ran, Path]]
+"""What a line of commands run from a fresh clone printed, and a copy of its folder after it."""
+
+
+def same_command(text: str) -> str:
+    """The command without its comments, continuations and alignment: two pages that show it
+    differently run the same thing."""
+    lines = (re.sub(r"\s+#(\s.*)?$", "", line).removesuffix("\\") for line in text.splitlines())
+    return " ".join(" ".join(lines).split())
+
+
+@dataclass
+class Line:
+    """A session that remembers its commands: a page that runs the same commands from a fresh
+    clone as an earlier page (the quick start is in README.md and docs/record.md) takes their
+    results and a copy of the folder they left, instead of running them again."""
+
+    folder: Path
+    snapshots: Snapshots | None
+    history: tuple[str, ...] = ()
+    session: Session | None = None
+    start: Path | None = None  # the snapshot to start from when a command really runs
+
+    def run(self, command: str, timeout: float, action: Callable[[Path], Ran] | None = None) -> Ran:
+        self.history = (*self.history, same_command(command))
+        known = None if self.snapshots is None else self.snapshots.get(self.history)
+        if known is not None and self.session is None:
+            ran, self.start = known
+            return ran
+        if self.session is None:
+            if self.start is None:
+                fresh_clone(self.folder)
+            else:
+                shutil.copytree(self.start, self.folder, symlinks=True)
+            self.session = Session(self.folder)
+        ran = action(self.folder) if action else self.session.run(command, timeout)
+        if self.snapshots is not None:
+            copy = self.folder.with_name(f"{self.folder.name}-{len(self.history)}")
+            shutil.copytree(self.folder, copy, symlinks=True)
+            self.snapshots[self.history] = (ran, copy)
+        return ran
+
+
+def run_page(
+    page: Path, folder: Path, snapshots: Snapshots | None
+) -> tuple[dict[tuple[int, int], Ran], list[str]]:
+    """Every runnable block of ``page`` (and its setups) in order: the results by (block line,
+    command index), and what went wrong (an unexpected exit code stops the page). The page's
+    session starts in a fresh clone; an ``apart`` block runs in a fresh clone of its own."""
+    main = Line(folder / "page", snapshots)
+    results: dict[tuple[int, int], Ran] = {}
+    for step in steps(page):
+        if isinstance(step, Setup):
+            ran = main.run(step.command, TIMEOUT)
+            if ran.code != 0:
+                return results, [f"{_rel(page)}:{step.line}: setup {step.command}: {ran}"]
+            continue
+        if not runnable(step):
+            continue
+        assert step.mark is not None
+        line = Line(folder / f"apart-{step.line}", snapshots) if step.mark.apart else main
+        if step.mark.files:
+            line.run(f"files {step.mark.files}", 0, functools.partial(copy_files, step))
+        timeout = LONG_TIMEOUT if step.mark.long else TIMEOUT
+        for index, command in enumerate(step.commands):
+            if command.text.startswith(step.mark.skip or ("\0",)):
+                continue
+            ran = line.run(command.text, timeout)
+            results[step.line, index] = ran
+            expected = step.mark.exit if index == len(step.commands) - 1 else 0
+            if ran.code != expected:
+                tail = "\n".join(ran.output.splitlines()[-15:])
+                return results, [
+                    f"{_rel(page)}:{step.line}: {command.text!r} exited {ran.code}, "
+                    f"expected {expected}; it printed:\n{tail}"
+                ]
+    return results, []
+
+
+def shown_output(block: Block, index: int, command: Command) -> list[str] | None:
+    if block.output_below is not None and index == len(block.commands) - 1:
+        return block.output_below.splitlines()
+    return command.shown or None
+
+
+def compare_page(
+    page: Path, english: Path, results: dict[tuple[int, int], Ran]
+) -> Iterator[tuple[bool, str]]:
+    """(timed, problem) for every shown output of ``page`` that its run (of ``english``, whose
+    runnable blocks it has in the same order) did not print."""
+    ours = [b for b in read_page(page)[0] if runnable(b)]
+    theirs = [b for b in read_page(english)[0] if runnable(b)]
+    for block, twin in zip(ours, theirs, strict=True):
+        assert block.mark is not None
+        for index, command in enumerate(block.commands):
+            shown = shown_output(block, index, command)
+            ran = results.get((twin.line, index))
+            if shown is None or ran is None:
+                continue
+            problem = output_problem(shown, ran.output, block.mark)
+            if problem:
+                yield block.mark.timed, f"{_rel(page)}:{block.line}: {command.text!r}:\n{problem}"
+
+
+def _runnable_pages() -> list[Path]:
+    return [p for p in english_pages() if any(runnable(b) for b in read_page(p)[0])]
+
+
+@pytest.fixture(scope="module")
+def snapshots() -> Snapshots:
+    return {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("english", _runnable_pages(), ids=_rel)
+def test_the_page_runs_as_written(english: Path, tmp_path: Path, snapshots: Snapshots) -> None:
+    """The page's runnable blocks, run once for both languages (their commands are the same:
+    test_docs_parity.py), each page's shown outputs checked. Output of timed runs can, rarely,
+    differ in a word the page claims (the quick start's A/A round is not PASS in about 99 rounds
+    of 100): when only timed output differs, the page runs once more, from scratch, and must
+    match then."""
+    pages = [english, chinese_page(english)]
+    for attempt, shared in (("first", snapshots), ("again", None)):
+        results, problems = run_page(english, tmp_path / attempt, shared)
+        assert not problems, "\n".join(problems)
+        found = [found for page in pages for found in compare_page(page, english, results)]
+        if not found or any(not timed for timed, _ in found) or attempt == "again":
+            break
+    assert not found, "\n\n".join(problem for _, problem in found)
+
+
+# -- the harness itself can fail ------------------------------------------------------------------
+def test_prompts_split_commands_from_their_output() -> None:
+    body = "$ explain-pipeline x \\\n    --y 1\nline 1\n  line 2\n$ make demo\ndone\n"
+    commands = split_commands(body)
+    assert [c.text for c in commands] == ["explain-pipeline x \\\n    --y 1", "make demo"]
+    assert [c.shown for c in commands] == [["line 1", "  line 2"], ["done"]]
+    plain = (
+        "make a   # one\nexplain-pipeline b \\\n  --c\n# a comment\nexplain-pipeline d &&\n  x\n"
+    )
+    assert [c.text for c in split_commands(plain)] == [
+        "make a   # one",
+        "explain-pipeline b \\\n  --c",
+        "explain-pipeline d &&\n  x",
+    ]
+    assert all(c.shown is None for c in split_commands(plain))
+
+
+def test_marks_parse_and_refuse_what_they_do_not_know() -> None:
+    mark = Mark.parse("run, timed, exit 5, files a b:c/, except make test (why)")
+    assert (mark.kind, mark.timed, mark.exit, mark.files, mark.skip) == (
+        "run",
+        True,
+        5,
+        ("a", "b:c/"),
+        ("make test",),
+    )
+    assert Mark.parse("needs nsys: a GPU").needs == "nsys: a GPU"
+    for bad in ("runs", "run, quick", "needs", "synopsis, timed", "run, exit x"):
+        with pytest.raises(MarkError):
+            Mark.parse(bad)
+
+
+def test_a_mark_that_does_not_fit_its_block_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text(
+        "```\nexplain-pipeline ingest data/attempts\n```\n"
+        "<!-- doc-test: synopsis -->\n```\nexplain-pipeline ingest data/attempts\n```\n"
+        "<!-- doc-test: run -->\n```\nexplain-pipeline assess CAMPAIGN_ID [--all]\n```\n"
+        "<!-- doc-test: needs nsys -->\n```\nexplain-pipeline query --list\n```\n"
+        "<!-- doc-test: run -->\n<!-- other -->\n\n```\nexplain-pipeline query --list  # ALL\n```\n"
+    )
+    problems = [p for block in read_page(page)[0] for p in mark_problems(block)]
+    assert problems == [
+        "p.md:1: a command block without <!-- doc-test: ... --> above it",
+        "p.md:5: marked synopsis but has no placeholder: it can run (mark run)",
+        "p.md:9: marked run but has placeholders ['CAMPAIGN_ID', '[']",
+        "p.md:13: marked needs 'nsys', which the block does not name",
+    ]
+
+
+def test_output_is_compared_exactly_or_with_the_timing_draw_left_free() -> None:
+    shown = ["10 pairs, order seed 7", "  region matmul 2.27 [2.14, 2.41]   decrease", "PASS"]
+    timed = Mark("run", timed=True)
+    drawn = "10 pairs, order seed 99\n  region   matmul 1.9 [1.8, 2.0] none\nPASS\n\n"
+    assert output_problem(shown, drawn, Mark("run", timed=True)) is None
+    assert output_problem(shown, drawn, Mark("run")) is not None
+    for changed in ("PASS", "FAIL (within_noise)"), ("matmul", "mlp"), ("seed", "seeds"):
+        problem = output_problem(shown, drawn.replace(*changed), Mark("run", timed=True))
+        assert problem is not None and changed[1].split()[0] in problem
+    assert output_problem(shown[:1], drawn, Mark("run", timed=True, head=True)) is None
+    counted = ["  counter rusage.major_faults   -     zero_baseline"]
+    assert output_problem(counted, "counter rusage.major_faults 1.0 [0.9, 1.1] none", timed) is None
+    assert output_problem(shown[:1], drawn, Mark("run", timed=True)) is not None
+
+
+def test_the_same_command_is_the_same_whatever_its_layout() -> None:
+    assert same_command('explain-pipeline a \\\n    --x "p q" \\\n  --y 1   # why') == (
+        'explain-pipeline a --x "p q" --y 1'
+    )
