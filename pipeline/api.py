@@ -20,6 +20,7 @@ import polars as pl
 from pipeline.assess.campaigns import AssessResult
 from pipeline.assess.campaigns import assess as _assess
 from pipeline.contract.files import ReadMode
+from pipeline.contract.policy import PolicyValue
 from pipeline.engines import Engine
 from pipeline.ingest.attempts import IngestReport
 from pipeline.ingest.attempts import ingest as _ingest
@@ -27,7 +28,6 @@ from pipeline.store.query import run_sql
 from pipeline.store.tables import Store, resolve_store_path
 
 PathLike = str | os.PathLike[str]
-WhatIfValue = str | bool | int | float
 
 
 def open_store(path: PathLike | None = None) -> Store:
@@ -65,7 +65,7 @@ def assess(
     store: Store,
     campaign_ids: str | Sequence[str] | None = None,
     *,
-    what_if: Mapping[str, WhatIfValue] | None = None,
+    what_if: Mapping[str, PolicyValue] | None = None,
     write: bool = True,
     engine: Engine | None = None,
 ) -> AssessResult:
@@ -81,8 +81,7 @@ def assess(
     results are the same and this process alone writes.
     """
     ids = [campaign_ids] if isinstance(campaign_ids, str) else campaign_ids
-    texts = None if what_if is None else {k: _text(v) for k, v in what_if.items()}
-    return _assess(store, ids, what_if=texts, write=write, engine=engine)
+    return _assess(store, ids, what_if=what_if, write=write, engine=engine)
 
 
 def query(store: Store, sql: str) -> pl.DataFrame:
@@ -91,11 +90,6 @@ def query(store: Store, sql: str) -> pl.DataFrame:
     A table not written yet is empty with its columns. Bad SQL raises ``ExplainError``.
     """
     return run_sql(store, sql)
-
-
-def _text(value: WhatIfValue) -> str:
-    """A what-if value as the command line would spell it (True -> "true")."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 __all__ = ["AssessResult", "IngestReport", "Store", "assess", "ingest", "open_store", "query"]

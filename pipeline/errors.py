@@ -43,3 +43,12 @@ class StoreError(ExplainError):
     """The store cannot be read or written (permissions, a damaged file)."""
 
     exit_code = ExitCode.REJECTED
+
+
+class PolicyError(UsageError):
+    """A policy override (what-if) the contract refuses, in the library's words: the field, the
+    value given and the reason. The command line names its own option in front."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        super().__init__(f'policy field "{field}": {reason}')
+        self.field, self.value, self.reason = field, value, reason

@@ -4,6 +4,7 @@ median-rule regression (both switches off), against independent reference code."
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write
 
 from pipeline.assess import intervals
 from pipeline.assess.campaigns import assess
-from pipeline.errors import ExitCode, UsageError
+from pipeline.contract.policy import PolicyValue
+from pipeline.errors import ExitCode, PolicyError, UsageError
 from pipeline.ingest.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt, write_campaign
@@ -243,7 +245,7 @@ def test_what_if_is_labelled_and_never_stored(
     frozen = assess(store)
     before = _files(store)
     spy = Spy(monkeypatch)
-    what = assess(store, what_if={"decision": "paired", "require_explanation": "true"})
+    what = assess(store, what_if={"decision": "paired", "require_explanation": True})
     assert spy.quantities == 0  # verdict-only overrides reuse the stored intervals
     assert _files(store) == before
     assert what.what_if == {"decision": "paired", "require_explanation": "true"}
@@ -263,7 +265,7 @@ def test_what_if_is_labelled_and_never_stored(
 def test_what_if_interval_key_recomputes_without_storing(store: Store) -> None:
     frozen = assess(store)
     before = _files(store)
-    what = assess(store, what_if={"seed": "123"})
+    what = assess(store, what_if={"seed": 123})
     assert what.recomputed == frozen.assessments.height
     assert _files(store) == before
     assert not what.comparisons["low"].equals(frozen.comparisons["low"])
@@ -273,16 +275,30 @@ def test_what_if_interval_key_recomputes_without_storing(store: Store) -> None:
 @pytest.mark.parametrize(
     ("what_if", "message"),
     [
-        ({"colour": "red"}, "unknown policy field"),
-        ({"decision": "mean"}, "expected median or paired"),
-        ({"require_explanation": "maybe"}, "expected true or false"),
-        ({"min_improvement_pct": "nan"}, "finite"),
-        ({"min_pairs": "2"}, ">= 5"),
+        ({"colour": "red"}, 'policy field "colour": unknown policy field'),
+        (
+            {"decision": "mean"},
+            'policy field "decision": must be one of median, paired, got "mean"',
+        ),
+        ({"require_explanation": "true"}, 'must be true or false, got "true"'),
+        ({"min_improvement_pct": float("nan")}, "must be a finite number, got nan"),
+        ({"min_pairs": 2}, "must be >= 5, got 2"),
+        ({"seed": 1.5}, "must be an integer, got 1.5"),
+        ({"resamples": True}, "must be an integer, got true"),
     ],
 )
-def test_bad_what_if(store: Store, what_if: dict[str, str], message: str) -> None:
-    with pytest.raises(UsageError, match=message):
+def test_bad_what_if(store: Store, what_if: dict[str, PolicyValue], message: str) -> None:
+    """The values checked by the rules campaign.json is checked by, in the library's words."""
+    with pytest.raises(PolicyError, match=re.escape(message)):
         assess(store, what_if=what_if)
+
+
+def test_what_if_numbers_are_read_as_campaign_json_reads_them(store: Store) -> None:
+    """An integer for a number field is that number: the same what-if, the same digest."""
+    as_int = assess(store, what_if={"min_improvement_pct": 2})
+    as_float = assess(store, what_if={"min_improvement_pct": 2.0})
+    assert as_int.assessments.equals(as_float.assessments)
+    assert as_int.what_if == as_float.what_if == {"min_improvement_pct": "2"}
 
 
 def test_batches_give_the_same_results(tmp_path: Path) -> None:

@@ -178,7 +178,7 @@ def test_one_assessment_gives_the_paired_plus_explanation_verdict(tmp_path: Path
     ingest(tmp_path / "in", store)
     frozen = assess(store, write=False).assessments
     what_if = assess(
-        store, write=False, what_if={"decision": "paired", "require_explanation": "true"}
+        store, write=False, what_if={"decision": "paired", "require_explanation": True}
     ).assessments
     joined = frozen.join(
         what_if.select("campaign_id", "attempt_id", "verdict"),

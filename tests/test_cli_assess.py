@@ -185,7 +185,7 @@ def test_what_if_is_labelled_counted_and_not_stored(
         ),
         (
             ["assess", "c", "--what-if", "decision=best"],
-            "error: --what-if decision=best: expected median or paired",
+            'error: --what-if decision=best: must be one of median, paired, got "best"',
         ),
     ],
 )

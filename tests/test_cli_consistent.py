@@ -140,7 +140,7 @@ def test_gate_passes_and_fails_on_the_gated_attempts_final_verdict(
     [
         (
             ["--gate", "--attempt", "r009"],
-            "--attempt 'r009': no such attempt in campaign 'c1' (latest attempts: r001, r002)",
+            "--attempt: no attempt 'r009' in campaign 'c1' (latest attempts: r001, r002)",
         ),
         (["--attempt", "r001"], "--attempt is the attempt --gate decides on: give --gate too"),
         (

@@ -287,7 +287,7 @@ def test_what_if_re_reads_verdicts_and_recomputes_the_family(tmp_path: Path) -> 
     attempt = suite_attempt(rng, "c", 1, 12, {"b0": 0.97, "b1": 1.2})
     write_store(store, [campaign("c", decide="regions")], [attempt])
     frozen = assess(store).benchmarks
-    wide = assess(store, what_if={"margin_pct": "50"}).benchmarks
+    wide = assess(store, what_if={"margin_pct": 50.0}).benchmarks
     assert wide.drop("verdict").equals(frozen.drop("verdict"))
     for row in wide.iter_rows(named=True):
         assert row["verdict"] == reference_verdict(row["low"], row["high"], 1.0, 50.0)

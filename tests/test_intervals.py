@@ -190,7 +190,9 @@ def test_default_campaigns_record_the_percentile_method(tmp_path: Path) -> None:
 
 
 def test_bad_interval_what_if(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="expected percentile, expanded_percentile, student_t"):
+    with pytest.raises(
+        UsageError, match="must be one of percentile, expanded_percentile, student_t"
+    ):
         assess(_store(tmp_path, "s", None), what_if={"interval": "bca"})
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from pipeline.assess.campaigns import assess
 from pipeline.cli import main
+from pipeline.contract.policy import PolicyValue
 from pipeline.contract.schemas import table
 from pipeline.errors import ExitCode
 from pipeline.ingest.attempts import ingest
@@ -811,7 +812,7 @@ def test_example_what_if_matches_assess(
     example_site: tuple[Store, IndexResult], tmp_path: Path
 ) -> None:
     store, _ = example_site
-    what_if = {"decision": "paired", "require_explanation": "true"}
+    what_if: dict[str, PolicyValue] = {"decision": "paired", "require_explanation": True}
     page = write_report(store, MARKUP_CAMPAIGN, tmp_path / "w.html", what_if=what_if)
     text = page.read_text(encoding="utf-8")
     section = text[text.index('<section id="what-if">') :]
@@ -828,7 +829,10 @@ def test_cli_bad_what_if_is_a_usage_error_even_for_a_blocked_campaign(
 ) -> None:
     args = ["report", BLOCKED, "--store", str(store.root), "--what-if", "decision=sometimes"]
     code, _, err = run_cli(args, capsys)
-    assert (code, err) == (2, "error: --what-if decision=sometimes: expected median or paired\n")
+    expected = (
+        'error: --what-if decision=sometimes: must be one of median, paired, got "sometimes"\n'
+    )
+    assert (code, err) == (2, expected)
 
 
 def test_example_campaign_blocked_by_an_edited_mechanism(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ campaign whose evidence no longer checks out is not shown as current anywhere.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,10 +22,16 @@ import polars as pl
 from pipeline.assess import explain, family, fraction, order_effect, quantities, verdicts
 from pipeline.assess.quantities import ATTEMPT
 from pipeline.contract.declare import spec
-from pipeline.contract.policy import ADDED_AFTER_V1, POLICY_DEFAULTS, bound_problem, policy_sha256
+from pipeline.contract.policy import (
+    ADDED_AFTER_V1,
+    POLICY_DEFAULTS,
+    PolicyValue,
+    policy_sha256,
+    policy_text,
+)
 from pipeline.contract.schemas import OUTPUT_TABLES, table, tables
 from pipeline.engines import Engine, LocalEngine
-from pipeline.errors import ExitCode, StoreError, UsageError
+from pipeline.errors import ExitCode, PolicyError, StoreError, UsageError
 from pipeline.store.staleness import staleness
 from pipeline.store.tables import Store, Transaction, known_campaigns
 
@@ -68,6 +73,7 @@ class AssessResult:
     outcomes: pl.DataFrame
     blocked: pl.DataFrame
     what_if: dict[str, str] | None = None
+    """The what-if's overrides as written (``policy_text``), e.g. ``{"decision": "paired"}``."""
     frozen: pl.DataFrame | None = None
     recomputed: int = 0
     """Attempts whose comparisons were computed in this run (the rest were reused)."""
@@ -98,58 +104,26 @@ class AssessResult:
 
 
 # -- what-if ---------------------------------------------------------------------------------------
-def parse_what_if(items: Sequence[str]) -> dict[str, str]:
-    """KEY=VALUE strings of --what-if -> mapping (values are checked by `overrides`)."""
-    parsed: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--what-if {item!r}: expected KEY=VALUE, e.g. decision=paired")
-        parsed[key.strip()] = value.strip()
-    return parsed
-
-
-def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return lowered == "true"
-
-
-def _checked(key: str, text: str) -> Any:
-    field = spec("campaign", "policy", key)
-    if "enum" in field:
-        if text not in field["enum"]:
-            allowed = field["enum"]
-            raise ValueError(f"expected {(' or ' if len(allowed) == 2 else ', ').join(allowed)}")
-        return text
-    if field["type"] == "boolean":
-        return _bool(text)
-    value: int | float
-    if field["type"] == "integer":
-        value = int(text)
-    else:
-        value = float(text)
-        if not math.isfinite(value):
-            raise ValueError("must be a finite number")
-    problem = bound_problem(key, value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
-
-
-def overrides(what_if: Mapping[str, str]) -> dict[str, Any]:
-    """Typed policy overrides; an unknown key or a bad value is a UsageError."""
+def overrides(what_if: Mapping[str, PolicyValue]) -> dict[str, PolicyValue]:
+    """Typed policy overrides, checked against campaign.schema.json's policy by the validator
+    ingest checks campaign.json with (the same bounds, choices and types, finite numbers); a
+    number field's integer becomes a float, as campaign.json's parser reads it, so the what-if
+    digest is the same however it was written. A PolicyError otherwise."""
     known = (*VERDICT_KEYS, *INTERVAL_KEYS)
-    typed: dict[str, Any] = {}
-    for key, text in what_if.items():
+    for key, value in what_if.items():
         if key not in known:
-            raise UsageError(f"--what-if {key}: unknown policy field (known: {', '.join(known)})")
-        try:
-            typed[key] = _checked(key, text)
-        except ValueError as exc:
-            raise UsageError(f"--what-if {key}={text}: {exc}") from None
-    return typed
+            raise PolicyError(key, value, f"unknown policy field (known: {', '.join(known)})")
+    from pipeline.ingest.validate import check_fields
+
+    problems = check_fields("campaign", ("policy",), what_if)
+    if problems:
+        path, _, message = problems[0]
+        raise PolicyError(str(path[0]), what_if[str(path[0])], message)
+    props = spec("campaign", "policy")["properties"]
+    return {
+        k: float(v) if props[k].get("type") == "number" and isinstance(v, int) else v
+        for k, v in what_if.items()
+    }
 
 
 def with_policy_defaults(campaigns: pl.DataFrame) -> pl.DataFrame:
@@ -174,15 +148,14 @@ def gated_attempt(
     (the highest attempt id among attempts of that round)."""
     rows = assessments.filter(pl.col("campaign_id") == campaign_id).sort("round", "attempt_id")
     if rows.is_empty():
-        raise UsageError(f"--gate: campaign {campaign_id!r} has no attempts")
+        raise UsageError(f"campaign {campaign_id!r} has no attempts")
     if attempt_id is None:
         return rows.row(-1, named=True)
     found = rows.filter(pl.col("attempt_id") == attempt_id)
     if found.is_empty():
         have = ", ".join(rows["attempt_id"].to_list()[-10:])
         raise UsageError(
-            f"--attempt {attempt_id!r}: no such attempt in campaign {campaign_id!r} "
-            f"(latest attempts: {have})"
+            f"no attempt {attempt_id!r} in campaign {campaign_id!r} (latest attempts: {have})"
         )
     return found.row(0, named=True)
 
@@ -524,7 +497,7 @@ def assess(
     store: Store,
     campaign_ids: Sequence[str] | None = None,
     *,
-    what_if: Mapping[str, str] | None = None,
+    what_if: Mapping[str, PolicyValue] | None = None,
     write: bool = True,
     batch_size: int = DEFAULT_BATCH,
     engine: Engine | None = None,
@@ -579,7 +552,7 @@ def assess(
         comparisons=result["comparisons"],
         outcomes=result["outcomes"],
         blocked=integrity.sort("campaign_id", "attempt_id", "code", nulls_last=False),
-        what_if=dict(what_if) if what_if and changes else None,
+        what_if={k: policy_text(v) for k, v in changes.items()} if changes else None,
         frozen=frozen if changes else None,
         recomputed=got.computed.height,
         campaign_ids=tuple(ids),

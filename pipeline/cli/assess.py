@@ -6,7 +6,16 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.common import command, engine_options, format_option, junit_option, store_option
+from pipeline.cli.common import (
+    command,
+    engine_options,
+    format_option,
+    junit_option,
+    parse_what_if,
+    store_option,
+    what_if_named,
+)
+from pipeline.contract.policy import PolicyValue
 from pipeline.engines import open_engine
 from pipeline.errors import ExitCode, UsageError
 
@@ -22,6 +31,7 @@ from pipeline.errors import ExitCode, UsageError
     "what_if",
     multiple=True,
     metavar="KEY=VALUE",
+    callback=parse_what_if,
     help="Verdicts under another policy (decision, require_explanation, min_improvement_pct, "
     "margin_pct; confidence, resamples, seed (the bootstrap seed), min_pairs, interval, decide "
     "recompute the intervals). Never stored. Repeatable.",
@@ -50,7 +60,7 @@ def assess_command(
     all_campaigns: bool,
     store_path: str | None,
     fmt: str,
-    what_if: tuple[str, ...],
+    what_if: dict[str, PolicyValue],
     engine: str,
     ray_address: str | None,
     gate: bool,
@@ -90,22 +100,26 @@ def assess_command(
     # batch they added ~1 MiB per 1,000 attempts' columns to the peak (100,000 attempts:
     # peak RSS over 1 GiB); no CPU cost measured.
     load_polars("muzzy_decay_ms:0")
-    from pipeline.assess.campaigns import assess, parse_what_if
+    from pipeline.assess.campaigns import assess
     from pipeline.output.sinks import Sinks, echo
     from pipeline.output.text import gate_line, rejection_warnings
     from pipeline.store.tables import Store
 
     sinks = Sinks.chosen(fmt, junit=junit, digests=digests, focus=gate_attempt)
-    overrides = parse_what_if(what_if) or None
     wanted = None if all_campaigns else [campaign_id or ""]
     with open_engine(engine, ray_address) as runner:  # a bad engine option is reported first
         store = Store.open_existing(store_path)
-        result = assess(store, wanted, what_if=overrides, engine=runner)
+        with what_if_named():
+            result = assess(store, wanted, what_if=what_if or None, engine=runner)
     gated = None
     if gate and not result.blocked.height:  # a bad --attempt is refused before any output
         from pipeline.assess.campaigns import gated_attempt
 
-        gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
+        try:
+            gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
+        except UsageError as exc:
+            option = "--gate" if gate_attempt is None else "--attempt"
+            raise UsageError(f"{option}: {exc}") from None
     for line in rejection_warnings(result):
         echo(line + "\n", err=True)
     sinks.emit(result)

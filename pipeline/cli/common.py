@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from pipeline.contract.declare import DocumentKind, bounds, choices
-from pipeline.errors import EXIT_CODES_HELP
+from pipeline.contract.declare import DocumentKind, bounds, choices, spec
+from pipeline.contract.policy import PolicyValue, policy_text
+from pipeline.errors import EXIT_CODES_HELP, PolicyError, UsageError
 
 
 class _ExitCodesEpilog:
@@ -152,3 +154,46 @@ def option_group(
         return wrapper
 
     return decorate
+
+
+# -- --what-if KEY=VALUE --------------------------------------------------------------------------
+def parse_what_if(
+    context: click.Context | None, param: click.Parameter | None, items: Sequence[str]
+) -> dict[str, PolicyValue]:
+    """``--what-if KEY=VALUE``s -> policy overrides, each text read as its field's declared type
+    (the library checks the values, with the rules campaign.json is checked by)."""
+    typed: dict[str, PolicyValue] = {}
+    for item in items:
+        key, sep, text = (part.strip() for part in item.partition("="))
+        if not sep or not key:
+            raise UsageError(f"--what-if {item!r}: expected KEY=VALUE, e.g. decision=paired")
+        typed[key] = _as_declared(key, text)
+    return typed
+
+
+_READERS: dict[str, tuple[Callable[[str], PolicyValue], str]] = {
+    "boolean": ({"true": True, "false": False}.__getitem__, "true or false"),
+    "integer": (int, "an integer"),
+    "number": (float, "a number"),
+}
+
+
+def _as_declared(key: str, text: str) -> PolicyValue:
+    declared = spec("campaign", "policy")["properties"].get(key, {}).get("type")
+    if declared not in _READERS:
+        return text  # a choice, or a field the library does not know: it says which
+    read, what = _READERS[declared]
+    try:
+        return read(text.lower() if declared == "boolean" else text)
+    except (KeyError, ValueError):
+        raise UsageError(f"--what-if {key}={text}: expected {what}") from None
+
+
+@contextlib.contextmanager
+def what_if_named() -> Iterator[None]:
+    """The library's PolicyError in the command line's words: ``--what-if KEY=VALUE: reason``."""
+    try:
+        yield
+    except PolicyError as exc:
+        shown = policy_text(exc.value)  # type: ignore[arg-type]
+        raise UsageError(f"--what-if {exc.field}={shown}: {exc.reason}") from None

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from pipeline.cli.common import command, output_option, store_option
+from pipeline.cli.common import (
+    command,
+    output_option,
+    parse_what_if,
+    store_option,
+    what_if_named,
+)
+from pipeline.contract.policy import PolicyValue
 from pipeline.errors import ExitCode, UsageError
 from pipeline.output.sinks import is_stdout, write_output
 
@@ -33,6 +40,7 @@ from pipeline.output.sinks import is_stdout, write_output
     "what_if",
     multiple=True,
     metavar="KEY=VALUE",
+    callback=parse_what_if,
     help="Also show verdicts under another policy (decision=paired, require_explanation=true, "
     "...); labelled as what-if, never stored.",
 )
@@ -42,7 +50,7 @@ def report(
     store_path: str | None,
     output: str | None,
     shared_plotly: bool,
-    what_if: tuple[str, ...],
+    what_if: dict[str, PolicyValue],
 ) -> int:
     """Write a self-contained HTML report (works offline) and print its path.
 
@@ -76,12 +84,12 @@ def report(
         raise UsageError("--shared-plotly needs --all (a single page carries plotly.js itself)")
     if output and not is_stdout(output):
         check_output(output, all_campaigns)
-    from pipeline.assess.campaigns import overrides, parse_what_if
+    from pipeline.assess.campaigns import overrides
     from pipeline.store.tables import Store
 
     store = Store.open_existing(store_path)
-    changes = parse_what_if(what_if) or None
-    overrides(changes or {})  # a bad key or value is a usage error, also for a blocked campaign
+    with what_if_named():  # a bad key or value is a usage error, also for a blocked campaign
+        changes = overrides(what_if) or None
     out = Path(output) if output else default_output(campaign_id)
     with store.shared_lock():  # one committed state: a running write finishes first
         if campaign_id is not None and is_stdout(output):

@@ -46,6 +46,19 @@ def canonical_policy(policy: dict[str, Any]) -> bytes:
     )
 
 
+PolicyValue = str | bool | int | float
+"""A policy field's value as Python holds it (``decision``: "paired", ``confidence``: 0.9)."""
+
+
+def policy_text(value: PolicyValue) -> str:
+    """A policy value as the command line and the outputs write it: ``true``, ``0.9``, ``50``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return str(value)
+
+
 def policy_sha256(policy: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_policy(policy)).hexdigest()
 

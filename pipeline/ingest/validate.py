@@ -239,6 +239,8 @@ def _number_issues(doc: Any, path: JsonPath = ()) -> Iterator[tuple[JsonPath, st
             yield path, "bad_encoding", _SURROGATE_MESSAGE
     elif isinstance(doc, _Token):
         yield path, "not_finite", f"must be a finite number, got {doc.token}"
+    elif isinstance(doc, float) and math.isnan(doc):  # a value from Python, not from JSON text
+        yield path, "not_finite", "must be a finite number, got nan"
     elif _overflows(doc):
         yield path, "not_finite", "must be a finite number, got a number too large for a float"
 
@@ -469,6 +471,19 @@ def check_document(
     items = list(_number_issues(doc))
     items += _schema_issues(kind, doc)
     items += _semantic_issues(kind, doc)
+    return _dedupe(items)
+
+
+def check_fields(
+    kind: DocumentKind, path: JsonPath, values: Mapping[str, Any]
+) -> list[tuple[JsonPath, str, str]]:
+    """Every problem of some fields of the object at ``path`` of document ``kind`` (the others
+    may be absent), by the rules documents are checked with: (field path, code, message)."""
+    node = dict(spec(kind, *(str(p) for p in path)), required=[])
+    items = list(_number_issues(values))
+    items += (
+        item for error in _validator_class()(node).iter_errors(values) for item in _translate(error)
+    )
     return _dedupe(items)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.assess.quantities import metric_ratio, pairs
+from pipeline.contract.policy import PolicyValue, policy_text
 from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
 from pipeline.store.staleness import staleness
@@ -49,7 +50,7 @@ class CampaignData:
     outcomes: pl.DataFrame
     stale: pl.DataFrame  # attempt_id, problem: attempts whose stored assessment is out of date
     what_if: pl.DataFrame | None = None  # assessments under the what-if policy
-    what_if_overrides: Mapping[str, str] | None = None
+    what_if_overrides: Mapping[str, str] | None = None  # as written: policy_text
     pair_ratios: pl.DataFrame = field(default_factory=lambda: PAIR_RATIOS.clear())
     """Per pair of every attempt: attempt_id, repetition, ratio (the metric speedup ratio of
     the pair, > 1 = candidate better) and baseline_first (null: order not recorded)."""
@@ -95,7 +96,7 @@ def pair_ratios(samples: pl.DataFrame, better: str) -> pl.DataFrame:
 
 
 def load_campaign_data(
-    store: Store, campaign_id: str, *, what_if: Mapping[str, str] | None = None
+    store: Store, campaign_id: str, *, what_if: Mapping[str, PolicyValue] | None = None
 ) -> CampaignData:
     """Read one campaign's report data; what-if verdicts are computed, never stored.
 
@@ -133,7 +134,7 @@ def load_campaign_data(
         what_if=None
         if blocked or not what_if
         else what_if_assessments(store, campaign_id, what_if),
-        what_if_overrides=dict(what_if) if what_if else None,
+        what_if_overrides={k: policy_text(v) for k, v in what_if.items()} if what_if else None,
         pair_ratios=PAIR_RATIOS.clear()
         if blocked
         else pair_ratios(store.read("samples", [campaign_id]), campaign["metric_better"]),
@@ -141,7 +142,9 @@ def load_campaign_data(
     )
 
 
-def what_if_assessments(store: Store, campaign_id: str, what_if: Mapping[str, str]) -> pl.DataFrame:
+def what_if_assessments(
+    store: Store, campaign_id: str, what_if: Mapping[str, PolicyValue]
+) -> pl.DataFrame:
     """Verdicts under the overridden policy, computed by the assess engine and never stored."""
     from pipeline.assess.campaigns import assess  # imported here: a plain report needs no engine
 

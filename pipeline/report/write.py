@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.atomic import write_atomic
+from pipeline.contract.policy import PolicyValue
 from pipeline.errors import UsageError
 from pipeline.report.data import NotAssessedError, load_campaign_data
 from pipeline.report.pages import IndexEntry, render_campaign, render_index
@@ -38,7 +39,7 @@ def campaign_file_name(campaign_id: str) -> str:
 
 
 def write_report(
-    store: Store, campaign_id: str, out: Path, *, what_if: Mapping[str, str] | None = None
+    store: Store, campaign_id: str, out: Path, *, what_if: Mapping[str, PolicyValue] | None = None
 ) -> Path:
     """Write the report of one campaign to ``out``; returns the path written."""
     return _write(out, render_campaign(load_campaign_data(store, campaign_id, what_if=what_if)))
@@ -55,7 +56,7 @@ def write_all(
     store: Store,
     out_dir: Path,
     *,
-    what_if: Mapping[str, str] | None = None,
+    what_if: Mapping[str, PolicyValue] | None = None,
     shared_plotly: bool = False,
 ) -> IndexResult:
     """Write ``out_dir/index.html`` and one ``campaign-<id>.html`` per campaign beside it.
