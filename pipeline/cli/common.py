@@ -13,6 +13,7 @@ import click
 
 from pipeline.contract.declare import DocumentKind, bounds, choices, spec
 from pipeline.contract.policy import PolicyValue, policy_text
+from pipeline.engines import ENGINES
 from pipeline.errors import EXIT_CODES_HELP, PolicyError, UsageError
 
 
@@ -93,7 +94,7 @@ def engine_options(command: Any) -> Any:
     )(command)
     return click.option(
         "--engine",
-        type=click.Choice(["local", "ray"]),
+        type=click.Choice(ENGINES),
         default="local",
         show_default=True,
         help="Run the per-campaign work in this process, or as Ray tasks (needs the ray "

@@ -12,7 +12,7 @@ import click
 from pipeline.cli.common import command, declared_range, format_option
 from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.errors import ExitCode, UsageError
-from pipeline.study.simulate import Model
+from pipeline.study.simulate import NOISES, Model
 
 _MODEL_HELP: dict[str, str] = {
     "steps": "Steps per run (decode-0 .. decode-N-1).",
@@ -97,8 +97,6 @@ def _parse_gains(_ctx: Any, _param: Any, value: str) -> tuple[float, ...]:
 
 
 def _parse_noises(_ctx: Any, _param: Any, value: str) -> tuple[str, ...]:
-    from pipeline.study.simulate import NOISES
-
     names = tuple(part.strip() for part in value.split(","))
     if any(n not in NOISES for n in names) or len(set(names)) != len(names):
         raise click.BadParameter(
@@ -141,7 +139,7 @@ def seed_option(command: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--noise",
-    type=click.Choice(["lognormal", "t3", "outliers"]),
+    type=click.Choice(NOISES),
     default="lognormal",
     show_default=True,
     help="lognormal: the specified model; t3: Student-t(3) factors scaled to the same sigma; "
@@ -221,7 +219,7 @@ def simulate_command(
 @click.option(
     "--noise",
     "noises",
-    default="lognormal,t3,outliers",
+    default=",".join(NOISES),
     show_default=True,
     callback=_parse_noises,
     help="Noise families, comma-separated: lognormal, t3 (Student-t, 3 degrees of freedom, "

@@ -60,10 +60,10 @@ class Bounds:
 
 def bounds(kind: DocumentKind, *path: str) -> Bounds:
     node = spec(kind, *path)
-    return _bounds_of(node)
+    return bounds_of(node)
 
 
-def _bounds_of(node: dict[str, Any]) -> Bounds:
+def bounds_of(node: dict[str, Any]) -> Bounds:
     low_open = "exclusiveMinimum" in node
     high_open = "exclusiveMaximum" in node
     return Bounds(
@@ -92,6 +92,10 @@ Side = Literal["baseline", "candidate"]
 """The sides of a run, written out for type checkers (a test holds them equal to the schema's)."""
 SIDES: tuple[Side, Side] = cast("tuple[Side, Side]", choices("measurement", "side"))
 RUN_STATUSES: tuple[str, ...] = choices("measurement", "status")
+OK_STATUS: str = document_schema("measurement")["if"]["properties"]["status"]["const"]
+"""The run status that needs a metric (the schema's ``if``/``then``)."""
+VALUE_MINIMUM: float = spec("measurement", "counters")["additionalProperties"]["minimum"]
+"""The least value of a counter or a breakdown region (every run value is at least this)."""
 POLICY_DEFAULTS: dict[str, Any] = {
     name: field["default"] for name, field in spec("campaign", "policy")["properties"].items()
 }
@@ -104,6 +108,8 @@ SCHEDULE_DEFAULTS: dict[str, int] = {
 """The recorder's plan of looks (first_look, look_every, max_pairs): the schedule sequential_t's
 targets were calibrated on; `round --until-decided`, `plan` and `calibrate --sequential` start
 from it."""
+OK_METRIC: Bounds = bounds_of(document_schema("measurement")["then"]["properties"]["metric"])
+"""The metric's bounds for an ok run (the schema's ``then``: > 0)."""
 INTERVAL_METHODS: tuple[str, ...] = choices("campaign", "policy", "interval")
 """Values of the policy field ``interval`` (docs/assess.md: interval methods)."""
 
@@ -201,7 +207,7 @@ def column_rules(kind: DocumentKind, present: set[str]) -> pl.Expr:
         if "enum" in field:
             expr &= pl.col(name).is_in(list(field["enum"]))
         if field.get("type") in ("integer", "number"):
-            expr &= _within(pl.col(name), _bounds_of(field))
+            expr &= _within(pl.col(name), bounds_of(field))
     return expr & conditional_rules(kind, present)
 
 
@@ -218,7 +224,7 @@ def conditional_rules(kind: DocumentKind, present: set[str]) -> pl.Expr:
         holds &= pl.col(name).is_not_null() if name in present else pl.lit(False)
     for name, rule in schema["then"].get("properties", {}).items():
         if name in present:
-            holds &= _within(pl.col(name), _bounds_of(rule))
+            holds &= _within(pl.col(name), bounds_of(rule))
     return (pl.col(field) != condition["const"]) | holds
 
 

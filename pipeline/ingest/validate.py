@@ -39,8 +39,11 @@ import numpy as np
 from pipeline.contract.declare import (
     ID_FIELDS,
     MAX_NAME_LENGTH,
+    OK_METRIC,
+    OK_STATUS,
     RUN_STATUSES,
     SIDES,
+    VALUE_MINIMUM,
     DocumentKind,
     bounds,
     schema_id,
@@ -497,10 +500,9 @@ _ORDER = bounds("measurement", "order")
 
 
 def _plain_number(value: Any) -> bool:
+    """A finite number of at least the schema's least run value (VALUE_MINIMUM)."""
     kind = type(value)
-    if kind is float:
-        return 0.0 <= value <= sys.float_info.max
-    return kind is int and 0 <= value <= sys.float_info.max
+    return (kind is float or kind is int) and VALUE_MINIMUM <= value <= sys.float_info.max
 
 
 def _plain_names(names: Any) -> bool:
@@ -535,7 +537,13 @@ def _plain_recording(doc: _Object) -> bool:
     )
 
 
-_LINE_FIELDS = frozenset(("side", "repetition", "status", "metric", "breakdown", "counters"))
+_LINE_FIELDS = _RUN_FIELDS - {"order", *timestamp_fields("measurement")}
+"""What an importer's line holds: a run's fields without the recorder's (order, timestamps)."""
+
+
+def _ok_metric(metric: Any) -> bool:
+    """The metric of an ok run (the schema's if/then: > 0)."""
+    return _plain_number(metric) and OK_METRIC.problem(metric) is None
 
 
 def _named(objects: list[Any]) -> bool:
@@ -566,9 +574,8 @@ def plainly_valid_line(line: Mapping[str, Any]) -> bool:
         and line.get("side") in SIDES
         and type(repetition) is int
         and _REPETITION.problem(repetition) is None
-        and line.get("status") == "ok"
-        and _plain_number(metric)
-        and metric > 0
+        and line.get("status") == OK_STATUS
+        and _ok_metric(metric)
         and _named([breakdown])
         and _plain_values(list(breakdown.values()))
         and _plain_values([line.get("counters", {})])
@@ -585,8 +592,11 @@ def plainly_valid_run(doc: Any) -> bool:
         and type(repetition) is int
         and _REPETITION.problem(repetition) is None
         and status in RUN_STATUSES
-        and (("metric" not in doc and status == "failed") or _plain_number(metric))
-        and (status == "failed" or (metric is not None and metric > 0))
+        and (
+            _ok_metric(metric)
+            if status == OK_STATUS
+            else "metric" not in doc or _plain_number(metric)
+        )
         and ("breakdown" not in doc or _plain_breakdown(doc["breakdown"]))
         and ("counters" not in doc or _plain_numbers(doc["counters"]))
         and _plain_recording(doc)

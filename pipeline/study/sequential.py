@@ -38,7 +38,7 @@ from pipeline.assess import sequential, verdicts
 from pipeline.assess.intervals import Method, method_intervals
 from pipeline.assess.sequential import Schedule
 from pipeline.errors import UsageError
-from pipeline.study.simulate import Model, Noise, campaign_generator, draw_runs
+from pipeline.study.simulate import NOISES, Model, Noise, campaign_generator, draw_runs
 
 FloatArray = npt.NDArray[np.float64]
 DEFAULT_GAINS: tuple[float, ...] = (0.0, 1.0, 2.0, 5.0, 10.0)
@@ -202,7 +202,7 @@ def sequential_study(
     *,
     attempts: int = 2000,
     seed: int = 0,
-    noises: Sequence[Noise] = ("lognormal", "t3", "outliers"),
+    noises: Sequence[Noise] = NOISES,
     plan: Schedule = DEFAULT_PLAN,
     fixed: Sequence[int] = DEFAULT_FIXED,
     gains: Sequence[float] = DEFAULT_GAINS,

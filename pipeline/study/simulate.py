@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pipeline.contract.declare import SIDES
 from pipeline.errors import UsageError
@@ -49,7 +49,7 @@ SCENARIOS: tuple[Scenario, ...] = ("aa", "gain")
 ALL_SCENARIOS: tuple[Scenario, ...] = ("aa", "gain", "elsewhere")
 _SCENARIO_KEY: dict[str, int] = {"aa": 0, "gain": 1, "elsewhere": 2}
 Noise = Literal["lognormal", "t3", "outliers"]
-NOISES: tuple[Noise, ...] = ("lognormal", "t3", "outliers")
+NOISES: tuple[Noise, ...] = get_args(Noise)
 _NOISE_KEY: dict[str, int] = {"t3": 1, "outliers": 2}  # log-normal keeps the original keys
 Order = Literal["baseline_first", "balanced"]
 REGIONS = ("attention", "mlp", "sampling", "comm")
