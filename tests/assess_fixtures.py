@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -180,3 +181,17 @@ def integrity_row(campaign_id: str, code: str, attempt_id: str | None = "r1") ->
         "expected": "aaaa",
         "actual": "bbbb",
     }
+
+
+def write_gain_and_blocked(
+    path: Path, attempts: Callable[[str], Sequence[Attempt]], resamples: int = 200
+) -> Path:
+    """A store at ``path`` with campaign ``c`` (assessable) and ``b`` (the same attempts,
+    blocked by a mechanism digest mismatch on r1): the store the CLI output tests read."""
+    write_store(
+        Store(path),
+        [campaign("c", resamples=resamples), campaign("b", resamples=resamples)],
+        [*attempts("c"), *attempts("b")],
+        integrity=[integrity_row("b", "mechanism_digest_mismatch", "r1")],
+    )
+    return path

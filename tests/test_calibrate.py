@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from conftest import cli_result
 
 from pipeline.assess.campaigns import assess
 from pipeline.cli import main
@@ -220,12 +221,10 @@ def test_campaign_tables_equal_what_ingest_makes_of_the_files(tmp_path: Path) ->
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 0
-    captured = capsys.readouterr()
-    assert captured.err == ""  # no progress bar when stderr is not a terminal
-    return captured.out
+    code, out, err = cli_result(argv, capsys)
+    assert code == 0
+    assert err == ""  # no progress bar when stderr is not a terminal
+    return out
 
 
 SMALL = [

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli_result as _cli
 from scipy import stats
 
-from pipeline.cli import main
 from pipeline.study.simulate import NOISES, Model, Noise
 from pipeline.study.suites import family_log_ratios, log_times, render, suite_study
 
@@ -180,13 +180,6 @@ def test_same_seed_same_numbers_and_the_first_suites_do_not_depend_on_the_count(
     few = log_times(Model(), "t3", suites=7, size=3, correlation=0.5, pairs=6, spread=0.1, seed=2)
     many = log_times(Model(), "t3", suites=30, size=3, correlation=0.5, pairs=6, spread=0.1, seed=2)
     assert np.array_equal(few, many[:7])
-
-
-def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
+from assess_fixtures import Attempt, campaign, expect, run, write_gain_and_blocked, write_store
+from conftest import cli_result as cli
 
-from pipeline.cli import main
 from pipeline.contract.schemas import table
 from pipeline.store.tables import Store
 
@@ -28,22 +28,7 @@ def _attempts(cid: str) -> list[Attempt]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    path = tmp_path / "store"
-    camps = [campaign("c", resamples=200), campaign("b", resamples=200)]
-    write_store(
-        Store(path),
-        camps,
-        _attempts("c") + _attempts("b"),
-        integrity=[integrity_row("b", "mechanism_digest_mismatch", "r1")],
-    )
-    return path
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+    return write_gain_and_blocked(tmp_path / "store", _attempts)
 
 
 def cells(line: str) -> list[str]:

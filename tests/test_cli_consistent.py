@@ -12,19 +12,13 @@ from pathlib import Path
 import plotly
 import polars as pl
 import pytest
+from conftest import cli_result as cli
 from conftest import write_example_campaign
 from plotly.offline import get_plotlyjs
 
 from pipeline.cli import main
 
 TRACE = str(Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json")
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli_result as run_main
 
-from pipeline.cli import main
 from pipeline.ingest.attempts import ingest
 from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def test_ingest_prints_the_summary_and_exits_0(

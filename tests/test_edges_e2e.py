@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import cli_result as cli
 from edge_campaign import CAMPAIGN, write_edge_campaign
 from test_report import figures
 
@@ -21,13 +22,6 @@ from pipeline.cli import main
 from pipeline.store.tables import Store
 
 SIDES = ("baseline", "candidate")
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def ingest_and_assess(attempts: Path, store: Path) -> Store:

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, run, write_store
+from conftest import cli_result as _cli
 from scipy import stats
 
 from pipeline.assess import family, sequential
@@ -353,15 +354,6 @@ def test_a_round_that_stopped_when_decided_takes_the_boundary_at_alpha_over_m(
     assert set(second["verdict"]) == {"inconclusive"}
     assert set(second["reason"]) == {"attempt_failed"}
     assert second["low"].null_count() == 0
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    from pipeline.cli import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def test_ingested_suite_rounds_are_decided_queryable_and_nested_in_json(

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from assess_fixtures import campaign, integrity_row, write_store
+from assess_fixtures import write_gain_and_blocked
+from conftest import cli_result as _run
 from edge_campaign import write_edge_campaign
 from test_ci_output import _attempts as ci_attempts
 
 from pipeline.cli import main
-from pipeline.store.tables import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -75,15 +75,7 @@ def _edges(tmp: Path) -> Path:
 
 
 def _ci_store(tmp: Path) -> Path:
-    store = tmp / "store"
-    camps = [campaign("c", resamples=200), campaign("b", resamples=200)]
-    write_store(
-        Store(store),
-        camps,
-        ci_attempts("c") + ci_attempts("b"),
-        integrity=[integrity_row("b", "mechanism_digest_mismatch", "r1")],
-    )
-    return store
+    return write_gain_and_blocked(tmp / "store", ci_attempts)
 
 
 def _ingested(make: Callable[[Path], Path]) -> Callable[[Path], Path]:
@@ -118,11 +110,6 @@ GATES = {"bundled": "llama-decode-2026-11", "edges": "edges", "ci": "c"}
 
 
 # -- running and normalizing ----------------------------------------------------------------------
-def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 _RUSAGE_TEXT = re.compile(r"^(  counter\s+)rusage\.\S+ .*$", re.M)

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import example_attempt, write_example_campaign
+from conftest import cli_result, example_attempt, write_example_campaign
 
-from pipeline.cli import main
 from pipeline.contract.policy import policy_sha256
 from pipeline.errors import UsageError
 from pipeline.ingest.attempts import IngestReport, ingest
@@ -31,10 +30,8 @@ def two_campaigns(attempts_dir: Path) -> Path:
 
 
 def run_cli(source: Path, store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["ingest", str(source), "--store", str(store)])
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.err
+    code, _, err = cli_result(["ingest", str(source), "--store", str(store)], capsys)
+    return code, err
 
 
 def stored(store: Path) -> list[tuple[str, str]]:

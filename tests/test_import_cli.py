@@ -6,18 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-
-from pipeline.cli import main
+from conftest import cli_result
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import"
 TRACE = str(FIXTURES / "kineto" / "cpu_steps.json")
 
 
 def _run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["import", *args])
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
+    return cli_result(["import", *args], capsys)
 
 
 def test_prints_one_line_and_reports_the_source(capsys: pytest.CaptureFixture[str]) -> None:

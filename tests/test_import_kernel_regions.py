@@ -13,8 +13,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from conftest import cli_result as cli
 
-from pipeline.cli import main
 from pipeline.contract.declare import MAX_NAME_LENGTH, Side
 from pipeline.importers import ImportOptions, import_line
 from pipeline.importers.common import ImportFormatError
@@ -46,13 +46,6 @@ def regions(fmt: str, files: list[Path], *kernel_regions: str) -> dict[str, dict
         options=ImportOptions.parse(kernel_regions=kernel_regions or ("*",)),
     )
     return line["breakdown"]
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 # -- naming -------------------------------------------------------------------------------------

@@ -10,20 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import cli_result as cli
 from test_import_kineto import FIXTURES, _approx, _events, _reference
 
-from pipeline.cli import main
 from pipeline.importers import ImportOptions, InputFile, build_line, import_line
 from pipeline.importers.kineto import read
 
 CAMPAIGN = FIXTURES / "campaign"
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def renamed_trace(tmp_path: Path, old: str, new: str) -> Path:

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from pipeline.cli import main
+from conftest import cli_result
 
 FIXTURES = Path(__file__).parent / "fixtures" / "suites"
 UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -93,10 +92,7 @@ def pyperf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _import(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["import", *args, "--side", "baseline", "--repetition", "0"])
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
+    return cli_result(["import", *args, "--side", "baseline", "--repetition", "0"], capsys)
 
 
 def _line(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:

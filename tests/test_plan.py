@@ -11,21 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli_result as run_main
 from scipy import stats
 
 from pipeline.assess.sequential import Schedule
-from pipeline.cli import main
 from pipeline.study.plan import fixed_pairs, sequential_pairs
 
 WORKLOAD = Path(__file__).with_name("record_workload.py")
 GATE = math.log(1.01)
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def student_t_pass_rate(n: int, shift: float, sd: float, sims: int, seed: int) -> float:

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 import pytest
 import ray
+from conftest import cli_result as cli
 
 from pipeline.assess.campaigns import assess
 from pipeline.cli import main
@@ -147,13 +148,6 @@ def cluster() -> Iterator[str]:
         while _processes_of(address) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _processes_of(address) == [], "Ray processes left behind"
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.fixture

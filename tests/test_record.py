@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import cli_result as run_main
 
 from pipeline.assess.campaigns import assess
-from pipeline.cli import main
 from pipeline.ingest.attempts import ingest
 from pipeline.record.order import SIDES, schedule
 from pipeline.record.runner import run_environment
@@ -42,13 +42,6 @@ MECHANISM = {
         {"target": "region", "name": "fixed", "expect": "unchanged"},
     ],
 }
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def workload(*args: str) -> str:

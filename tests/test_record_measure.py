@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import cli_result as run_main
 
-from pipeline.cli import main
 from pipeline.record.measure import MeasureFailure, MeasureOptions, instructions, rusage_counters
 from pipeline.record.order import SIDES
 from pipeline.record.runner import run_environment
@@ -34,13 +34,6 @@ def test_scaled(benchmark):
 def test_same(benchmark):
     benchmark(work, 2000)
 """
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def lines_of(folder: Path) -> list[dict[str, Any]]:

@@ -9,20 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import cli_result as cli
 from conftest import write_example_campaign
 
-from pipeline.cli import main
 from pipeline.ingest.attempts import ingest
 from pipeline.store.tables import Store
 
 LINE_3 = 'field "metric": must be > 0 for an ok run, got -1 [not_positive]'
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def break_line_3(folder: Path) -> Path:

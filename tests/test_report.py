@@ -17,9 +17,9 @@ import plotly.graph_objects as go
 import plotly.offline
 import polars as pl
 import pytest
+from conftest import cli_result as run_cli
 
 from pipeline.assess.campaigns import assess
-from pipeline.cli import main
 from pipeline.contract.policy import PolicyValue
 from pipeline.contract.schemas import table
 from pipeline.errors import ExitCode
@@ -648,13 +648,6 @@ def test_write_report_and_all(store: Store, tmp_path: Path) -> None:
     good = (tmp_path / "all" / f"campaign-{GOOD}.html").read_text(encoding="utf-8")
     assert 'href="index.html"' in good
     assert not list((tmp_path / "all").glob(".*.tmp"))
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def test_cli_prints_the_path_written(

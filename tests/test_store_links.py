@@ -13,16 +13,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import cli_result as run_main
 
-from pipeline.cli import main
 from pipeline.errors import ExitCode
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def snapshot(folder: Path) -> dict[str, bytes | str]:

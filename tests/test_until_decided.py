@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import cli_result as run_main
 
 from pipeline.assess import sequential
 from pipeline.assess.campaigns import assess
-from pipeline.cli import main
 from pipeline.ingest.attempts import ingest
 from pipeline.record.order import SIDES, block_schedule
 from pipeline.store.tables import Store
@@ -23,13 +23,6 @@ pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulati
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 FAST, SLOW = "sleep 0.05", "sleep 0.5"  # a 10x real effect, far beyond any timing noise
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def start(folder: Path, capsys: pytest.CaptureFixture[str], *policy: str) -> Path:
