@@ -558,7 +558,7 @@ def kernel(quantities: int, pairs: int) -> tuple[float, float]:
     depend on them), in a fresh process: the part of `assess --all` no store format changes."""
     script = (
         "import sys, time, numpy as np\n"
-        "from pipeline.assess.bootstrap import paired_intervals\n"
+        "from pipeline.assessment.bootstrap import paired_intervals\n"
         f"x = np.random.default_rng(0).normal(0, 0.05, size=({pairs}, {quantities}))\n"
         "paired_intervals(x[:, :64], resamples=10_000, seed=1, confidence=0.95)\n"
         "t, c = time.perf_counter(), time.process_time()\n"

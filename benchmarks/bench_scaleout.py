@@ -62,8 +62,8 @@ class TimedEngine:
 
 # -- phases, each in its own subprocess ------------------------------------------------------------
 def _timed(command: str, paths: list[str]) -> dict[str, Any]:
-    from pipeline.assess.campaigns import assess
-    from pipeline.ingest.attempts import ingest
+    from pipeline.assessment.campaigns import assess
+    from pipeline.ingestion.attempts import ingest
     from pipeline.store.tables import Store
 
     engine = TimedEngine()
@@ -90,9 +90,9 @@ def _ray(command: str, paths: list[str], cpus: int) -> dict[str, Any]:
 
     import ray
 
-    from pipeline.assess.campaigns import assess
+    from pipeline.assessment.campaigns import assess
     from pipeline.engines import open_engine
-    from pipeline.ingest.attempts import ingest
+    from pipeline.ingestion.attempts import ingest
     from pipeline.store.tables import Store
 
     t0 = time.perf_counter()
@@ -238,8 +238,8 @@ def main() -> None:
         got = _timed(command, paths) if mode == "timed" else _ray(command, paths, int(mode[3:]))
         print(json.dumps(got))
         return
-    from pipeline.assess.campaigns import DEFAULT_BATCH
-    from pipeline.ingest.attempts import GROUP_ATTEMPTS
+    from pipeline.assessment.campaigns import DEFAULT_BATCH
+    from pipeline.ingestion.attempts import GROUP_ATTEMPTS
 
     work = Path(tempfile.mkdtemp(prefix="bench-scaleout-"))
     try:

@@ -5,14 +5,27 @@ The Python API (docs/python.md)::
     from pipeline import open_store, ingest, assess, query
 
 The API names are loaded on first use (PEP 562), so ``import pipeline`` alone, and the command
-line's ``--help``, import neither Polars nor NumPy nor PyArrow.
+line's ``--help``, import neither Polars nor NumPy nor PyArrow. No subpackage is named like an
+API function (``ingestion/`` and ``assessment/`` hold what ``ingest`` and ``assess`` call), so
+``pipeline.assess`` is the function whatever was imported before.
+
+Where things go::
+
+    contract/    the one declaration of every document, table, name rule, policy default
+    ingestion/   read, check and normalize stored attempts (a fast and a precise engine)
+    store/       partitions, transactions, staleness, integrity
+    assessment/  pairs, intervals (a registry: intervals.METHODS), explanation, verdicts
+    record/      run commands and write stored attempts (options parsed once: record/options.py)
+    importers/   profiler and harness formats (a registry: importers.IMPORTERS)
+    study/       simulate, calibrate, plan        report/  the HTML report
+    output/      one module per output format over result objects; the sinks
+    cli/         one thin command per file: options -> one library call -> sinks
+    api.py       the documented Python API
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from pipeline.version import __version__
@@ -57,21 +70,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
-
-
-class _Package(types.ModuleType):
-    """Keeps ``pipeline.ingest`` and ``pipeline.assess`` bound to the API functions.
-
-    Python binds every submodule it loads as an attribute of its package, so loading the package
-    ``pipeline/ingest/`` would otherwise replace the function ``pipeline.ingest``, and what
-    ``from pipeline import ingest`` returns would depend on what was imported before. Subpackages
-    stay reachable as always through ``from pipeline.ingest.attempts import ...`` (``sys.modules``).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _EXPORTS and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -17,13 +17,13 @@ import polars as pl
 
 # `from pipeline import assess` would give this module's own function (pipeline/__init__.py keeps
 # the API names bound to the API), so the implementations are imported from their modules by name.
-from pipeline.assess.campaigns import AssessResult
-from pipeline.assess.campaigns import assess as _assess
+from pipeline.assessment.campaigns import AssessResult
+from pipeline.assessment.campaigns import assess as _assess
 from pipeline.contract.files import ReadMode
 from pipeline.contract.policy import PolicyValue
 from pipeline.engines import Engine
-from pipeline.ingest.attempts import IngestReport
-from pipeline.ingest.attempts import ingest as _ingest
+from pipeline.ingestion.attempts import IngestReport
+from pipeline.ingestion.attempts import ingest as _ingest
 from pipeline.store.query import run_sql
 from pipeline.store.tables import Store, resolve_store_path
 
@@ -52,7 +52,7 @@ def ingest(
 
     ``source`` is an attempts folder (one subfolder per campaign) or a single campaign folder.
     Rejected attempts do not raise: they are listed in ``report.attempts`` (``outcome ==
-    "rejected"``) and ``report.issues`` (one :class:`pipeline.ingest.validate.Issue` per problem,
+    "rejected"``) and ``report.issues`` (one :class:`pipeline.ingestion.validate.Issue` per problem,
     its ``str()`` is the one-line message ``file:line: field "x": reason [code]``). A missing
     ``source`` folder or a store that cannot be written raises ``ExplainError``. ``engine`` runs
     the validation elsewhere (``pipeline.engines.open_engine("ray")``); this process writes.

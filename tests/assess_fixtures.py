@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.assess.quantities import Inputs
+from pipeline.assessment.quantities import Inputs
 from pipeline.contract.policy import POLICY_DEFAULTS, canonical_policy, policy_sha256
 from pipeline.contract.schemas import table
 from pipeline.store.tables import Store

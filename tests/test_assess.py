@@ -13,11 +13,11 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, integrity_row, run, write_store
 
-from pipeline.assess import intervals
-from pipeline.assess.campaigns import assess
+from pipeline.assessment import intervals
+from pipeline.assessment.campaigns import assess
 from pipeline.contract.policy import PolicyValue
 from pipeline.errors import ExitCode, PolicyError, UsageError
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt, write_campaign
 

@@ -7,7 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.assess.bootstrap import Intervals, linear_quantiles, paired_intervals, resample_counts
+from pipeline.assessment.bootstrap import (
+    Intervals,
+    linear_quantiles,
+    paired_intervals,
+    resample_counts,
+)
 
 
 def reference_quantile(values: list[float], p: float) -> float:
@@ -213,7 +218,7 @@ def test_equal_columns_get_the_interval_of_their_distinct_column() -> None:
 # -- memory bounded whatever n is: the counts drawn in blocks of resamples ----------------------
 @pytest.mark.parametrize(("n", "rows"), [(1, 1), (5, 1), (7, 3), (50, 64), (101, 999)])
 def test_count_blocks_are_the_rows_of_the_single_draw(n: int, rows: int) -> None:
-    from pipeline.assess.bootstrap import resample_count_blocks
+    from pipeline.assessment.bootstrap import resample_count_blocks
 
     whole = resample_counts(n, resamples=1000, seed=11)
     blocks = list(resample_count_blocks(n, resamples=1000, seed=11, max_bytes=8 * n * rows))
@@ -237,7 +242,7 @@ def test_intervals_from_blocks_of_counts_are_the_same_bits(n: int) -> None:
 
 
 def test_explained_fraction_from_blocks_of_counts_agrees() -> None:
-    from pipeline.assess.fraction import fraction_bounds
+    from pipeline.assessment.fraction import fraction_bounds
 
     rng = np.random.default_rng(3)
     d = rng.normal(1.0, 0.3, size=(300, 6))

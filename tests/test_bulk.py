@@ -15,9 +15,9 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest import bulk
-from pipeline.ingest.attempts import ingest
-from pipeline.ingest.validate import (
+from pipeline.ingestion import bulk
+from pipeline.ingestion.attempts import ingest
+from pipeline.ingestion.validate import (
     AttemptFiles,
     parse_timestamp,
     validate_document,
@@ -443,7 +443,7 @@ def test_a_valid_campaign_is_ingested_without_loading_jsonschema(tmp_path: Path)
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from pipeline.ingest.attempts import ingest\n"
+        "from pipeline.ingestion.attempts import ingest\n"
         "from pipeline.store.tables import Store\n"
         f"report = ingest(Path({str(tmp_path / 'in')!r}), Store(Path({str(tmp_path / 's')!r})))\n"
         "print(report.issues == [], report.summary()['ingested'].to_list(),"

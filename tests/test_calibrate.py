@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from conftest import cli_result
 
-from pipeline.assess.campaigns import assess
+from pipeline.assessment.campaigns import assess
 from pipeline.cli import main
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.calibrate import Calibration, calibrate, count_rules, metric_log_ratios, render
 from pipeline.study.simulate import (
@@ -156,7 +156,7 @@ def test_coverage_by_bootstrap_equals_assess_where_both_exist(tmp_path: Path) ->
     assessments = assess(store, write=False).assessments.sort("attempt_id")
     x = metric_log_ratios(store.read("samples"))
     assert x.shape == (5, 40)
-    from pipeline.assess.bootstrap import paired_intervals
+    from pipeline.assessment.bootstrap import paired_intervals
 
     intervals = paired_intervals(x, resamples=400, seed=0, confidence=0.95)
     np.testing.assert_allclose(intervals.low, assessments["paired_low"].to_numpy(), rtol=1e-12)

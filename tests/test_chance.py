@@ -1,4 +1,4 @@
-"""The per-round false-PASS rate of identical code (pipeline.assess.chance): against theory
+"""The per-round false-PASS rate of identical code (pipeline.assessment.chance): against theory
 (gate 0: alpha/2), against plain simulations of the rules written in the test, and against
 calibrate's measured A/A rates (docs/calibration.md)."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.assess import chance
+from pipeline.assessment import chance
 from pipeline.study.simulate import Model, draw_runs
 
 

@@ -198,7 +198,7 @@ def test_example_data_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_named_queries_over_the_output_tables(store: Path) -> None:
-    from pipeline.assess.campaigns import assess
+    from pipeline.assessment.campaigns import assess
     from pipeline.store.query import load_named_queries, run_sql
 
     s = Store(store)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_result as run_main
 
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")

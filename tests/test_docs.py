@@ -21,7 +21,7 @@ import pytest
 from conftest import write_example_campaign
 
 from pipeline import ingest, open_store
-from pipeline.assess.bootstrap import paired_intervals
+from pipeline.assessment.bootstrap import paired_intervals
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -233,15 +233,15 @@ import sys, types
 import pipeline
 heavy = sorted(m for m in ("polars", "numpy", "pyarrow") if m in sys.modules)
 assert not heavy, heavy
-import pipeline.assess.campaigns, pipeline.ingest.attempts  # packages named like the API
+import pipeline.assessment.campaigns, pipeline.ingestion.attempts  # the implementations
 from pipeline import assess, ingest, open_store, query, AssessResult, ExplainError
 for f in (assess, ingest, open_store, query):
     assert isinstance(f, types.FunctionType), f
 assert pipeline.assess is assess and AssessResult.__name__ == "AssessResult"
 assert set(pipeline.__all__) == {*pipeline._EXPORTS, "__version__"}
 assert all(hasattr(pipeline, name) for name in pipeline.__all__)
-from pipeline.assess.campaigns import assess as inner
-assert inner is not assess and inner.__module__ == "pipeline.assess.campaigns"
+from pipeline.assessment.campaigns import assess as inner
+assert inner is not assess and inner.__module__ == "pipeline.assessment.campaigns"
 print("ok")
 """
 

@@ -7,7 +7,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.assess.explain import explanations, outcomes
+from pipeline.assessment.explain import explanations, outcomes
 from pipeline.contract.schemas import table
 
 A = {"campaign_id": "c", "attempt_id": "a"}

@@ -16,8 +16,8 @@ from assess_fixtures import Attempt, campaign, run, write_store
 from conftest import cli_result as _cli
 from scipy import stats
 
-from pipeline.assess import family, sequential
-from pipeline.assess.campaigns import assess
+from pipeline.assessment import family, sequential
+from pipeline.assessment.campaigns import assess
 from pipeline.contract.policy import canonical_policy, policy_sha256
 from pipeline.contract.schemas import table
 from pipeline.store.tables import Store
@@ -86,7 +86,7 @@ def test_family_intervals_equal_the_reference(n: int, m: int, confidence: float)
 
 
 def test_a_family_of_one_is_the_student_t_interval() -> None:
-    from pipeline.assess.intervals import student_t_bounds
+    from pipeline.assessment.intervals import student_t_bounds
 
     x = np.random.default_rng(1).normal(0, 0.1, size=(9, 4))
     got = family.family_intervals(x, 1, 0.95)

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, inputs, run
 
-from pipeline.assess import quantities
-from pipeline.assess.fraction import explained_fractions
+from pipeline.assessment import quantities
+from pipeline.assessment.fraction import explained_fractions
 
 RESAMPLES = 400
 DECLARED = [expect("region", "attn", "decrease"), expect("counter", "launches", "decrease")]
@@ -242,7 +242,7 @@ def test_attempts_with_different_pair_counts_in_one_batch() -> None:
 def test_the_fraction_is_stored_in_assessments(tmp_path: Any) -> None:
     from assess_fixtures import write_store
 
-    from pipeline.assess.campaigns import assess
+    from pipeline.assessment.campaigns import assess
     from pipeline.store.tables import Store
 
     a = noisy("r1", gain={"attn": 0.7}, exps=WITH_REF, seed=1)
@@ -260,8 +260,8 @@ def test_the_fraction_is_stored_in_assessments(tmp_path: Any) -> None:
 @pytest.mark.parametrize("size", [5, 400, 10000])
 @pytest.mark.parametrize("confidence", [0.95, 0.8, 0.5])
 def test_total_interval_contains_zero_as_numpy_says(size: int, confidence: float) -> None:
-    from pipeline.assess.bootstrap import order_positions
-    from pipeline.assess.fraction import interval_contains_zero
+    from pipeline.assessment.bootstrap import order_positions
+    from pipeline.assessment.fraction import interval_contains_zero
 
     rng = np.random.default_rng(size)
     alpha = 1 - confidence
@@ -285,8 +285,8 @@ def test_total_interval_contains_zero_as_numpy_says(size: int, confidence: float
 
 def test_fraction_bounds_in_pieces_and_workers_equal_numpy() -> None:
     # 10,000 resamples: 26 attempts a piece, 250 attempts: the workers share ten pieces
-    from pipeline.assess.bootstrap import resample_counts
-    from pipeline.assess.fraction import fraction_bounds
+    from pipeline.assessment.bootstrap import resample_counts
+    from pipeline.assessment.fraction import fraction_bounds
 
     rng = np.random.default_rng(9)
     n, width, resamples = 10, 250, 10000

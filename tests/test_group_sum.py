@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.assess.quantities import _group_sum, _ordered_sums
+from pipeline.assessment.quantities import _group_sum, _ordered_sums
 
 
 def plain_sum(values: list[float]) -> float:

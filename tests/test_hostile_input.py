@@ -14,7 +14,7 @@ from conftest import cli_result, example_attempt, write_example_campaign
 
 from pipeline.contract.policy import policy_sha256
 from pipeline.errors import UsageError
-from pipeline.ingest.attempts import IngestReport, ingest
+from pipeline.ingestion.attempts import IngestReport, ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt
 
@@ -285,7 +285,7 @@ def test_absurd_policy_value_rejects_the_campaign(
 def test_what_if_has_the_same_bounds_as_the_schema(what_if: str, message: str) -> None:
     """The what-if values are checked by the validator campaign.json is checked by: the same
     bounds in the same words (test above); the command line names its option in front."""
-    from pipeline.assess.campaigns import overrides
+    from pipeline.assessment.campaigns import overrides
     from pipeline.cli.common import parse_what_if, what_if_named
 
     with pytest.raises(UsageError) as info, what_if_named():

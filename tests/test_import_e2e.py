@@ -13,10 +13,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.assess.campaigns import assess
+from pipeline.assessment.campaigns import assess
 from pipeline.errors import ExitCode
 from pipeline.importers import import_line
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt, write_campaign
 

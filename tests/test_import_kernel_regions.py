@@ -290,8 +290,8 @@ def test_a_mechanism_names_a_kernel_group_and_is_confirmed(tmp_path: Path) -> No
     """Five repetitions of real kernel summaries: every kernel slows together from one
     repetition to the next (drift shared by both sides), the candidate's MoE kernels take 4/5 of
     the time. Declared: moe decrease, gemm unchanged (the reference)."""
-    from pipeline.assess.campaigns import assess
-    from pipeline.ingest.attempts import ingest
+    from pipeline.assessment.campaigns import assess
+    from pipeline.ingestion.attempts import ingest
     from pipeline.store.tables import Store
     from pipeline.study.stored import write_attempt, write_campaign
 

@@ -16,7 +16,7 @@ from test_validate import ANY_NUMBER, BASE_RUN, RUN_FIELDS
 
 from pipeline.importers import check_line
 from pipeline.importers.common import ImportFormatError
-from pipeline.ingest.validate import check_document, parse_json, plainly_valid_line
+from pipeline.ingestion.validate import check_document, parse_json, plainly_valid_line
 
 NAMES = st.sampled_from(["a", "b", "", "ü"])
 REGIONS = st.dictionaries(NAMES, ANY_NUMBER, max_size=3)

@@ -11,7 +11,7 @@ import pytest
 from conftest import MECHANISM, example_attempt, example_runs, write_example_campaign
 
 from pipeline.errors import ExitCode, UsageError
-from pipeline.ingest.attempts import IngestReport, ingest
+from pipeline.ingestion.attempts import IngestReport, ingest
 from pipeline.store.integrity import integrity_errors
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt

@@ -10,7 +10,7 @@ import pytest
 from conftest import example_attempt, write_example_campaign
 
 from pipeline.cli import main
-from pipeline.ingest.attempts import IngestReport, ingest
+from pipeline.ingestion.attempts import IngestReport, ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt
 

@@ -16,8 +16,8 @@ from scipy import stats
 from test_assess import campaigns_and_attempts
 from test_bootstrap import reference_quantile
 
-from pipeline.assess.campaigns import assess
-from pipeline.assess.intervals import expanded_probability, method_intervals, student_t_bounds
+from pipeline.assessment.campaigns import assess
+from pipeline.assessment.intervals import expanded_probability, method_intervals, student_t_bounds
 from pipeline.contract.policy import canonical_policy, policy_sha256
 from pipeline.errors import UsageError
 from pipeline.store.tables import Store
@@ -200,7 +200,7 @@ def test_bad_interval_what_if(tmp_path: Path) -> None:
 def test_the_registry_is_the_schema_enum() -> None:
     """Adding a method to campaign.schema.json without its registry entry (or the reverse)
     fails here, not later as a Student-t interval under another name."""
-    from pipeline.assess.intervals import METHODS
+    from pipeline.assessment.intervals import METHODS
     from pipeline.contract.declare import choices
 
     assert tuple(METHODS) == choices("campaign", "policy", "interval")
@@ -217,8 +217,8 @@ def test_an_unknown_method_is_refused() -> None:
 
 
 def test_only_sequential_t_is_valid_under_early_stopping() -> None:
-    from pipeline.assess import sequential
-    from pipeline.assess.intervals import METHODS
+    from pipeline.assessment import sequential
+    from pipeline.assessment.intervals import METHODS
 
     assert [m.name for m in METHODS.values() if m.sequential] == ["sequential_t"]
     assert sequential.METHOD == "sequential_t"
@@ -230,7 +230,7 @@ def test_only_sequential_t_is_valid_under_early_stopping() -> None:
 def test_the_critical_values_a_fixed_round_must_reach(n: int) -> None:
     """study.plan's k(n) per method: the percentile bootstrap's divisor-n z interval, the t
     quantile for the others (at one look sequential_t is student_t)."""
-    from pipeline.assess.intervals import METHODS
+    from pipeline.assessment.intervals import METHODS
 
     z = stats.norm.ppf(0.975) * math.sqrt((n - 1) / n)
     t = stats.t.ppf(0.975, n - 1)
@@ -242,7 +242,7 @@ def test_the_critical_values_a_fixed_round_must_reach(n: int) -> None:
 def test_finite_only_methods_fall_back_to_expanded_percentile() -> None:
     """A quantity with a +inf pair under student_t or sequential_t is labelled with the method
     it got; percentile and expanded_percentile bootstrap it themselves."""
-    from pipeline.assess.intervals import FALLBACK, METHODS
+    from pipeline.assessment.intervals import FALLBACK, METHODS
 
     x = np.log(np.array([[1.01, 1.0], [1.02, 1.1], [1.03, 1.2], [0.99, 1.1], [1.0, 1.05]]))
     x[2, 1] = math.inf

@@ -11,8 +11,8 @@ import pytest
 from assess_fixtures import Attempt, campaign, inputs, run
 from scipy import stats
 
-from pipeline.assess import quantities
-from pipeline.assess.order_effect import order_effects
+from pipeline.assessment import quantities
+from pipeline.assessment.order_effect import order_effects
 
 
 def attempt(aid: str, xs: list[float], baseline_first: list[bool], **extra: Any) -> Attempt:

@@ -14,7 +14,7 @@ import pytest
 from conftest import cli_result as run_main
 from scipy import stats
 
-from pipeline.assess.sequential import Schedule
+from pipeline.assessment.sequential import Schedule
 from pipeline.study.plan import fixed_pairs, sequential_pairs
 
 WORKLOAD = Path(__file__).with_name("record_workload.py")

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, inputs, run
 
-from pipeline.assess import intervals, quantities
-from pipeline.assess.quantities import comparisons
+from pipeline.assessment import intervals, quantities
+from pipeline.assessment.quantities import comparisons
 
 RESAMPLES = 2000
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from pipeline.errors import UsageError
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.query import load_named_queries, open_store, render, run_sql, write_result
 from pipeline.store.tables import Store
 

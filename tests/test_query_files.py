@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import write_example_campaign
 
-from pipeline.assess.campaigns import assess
-from pipeline.ingest.attempts import ingest
+from pipeline.assessment.campaigns import assess
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")

@@ -26,7 +26,7 @@ import pytest
 import ray
 from conftest import cli_result as cli
 
-from pipeline.assess.campaigns import assess
+from pipeline.assessment.campaigns import assess
 from pipeline.cli import main
 from pipeline.engines import open_engine
 from pipeline.store.tables import Store

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from conftest import cli_result as run_main
 
-from pipeline.assess.campaigns import assess
-from pipeline.ingest.attempts import ingest
+from pipeline.assessment.campaigns import assess
+from pipeline.ingestion.attempts import ingest
 from pipeline.record.order import SIDES, schedule
 from pipeline.record.runner import run_environment
 from pipeline.store.tables import Store
@@ -619,7 +619,7 @@ def test_campaign_subcommands_have_examples(
 
 # -- the quick start's example ----------------------------------------------------------------
 def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
-    from pipeline.ingest.validate import check_document, validate_document
+    from pipeline.ingestion.validate import check_document, validate_document
 
     data = Path(__file__).resolve().parent.parent / "data"
     target = tmp_path / "m.json"

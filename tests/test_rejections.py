@@ -12,7 +12,7 @@ import pytest
 from conftest import cli_result as cli
 from conftest import write_example_campaign
 
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
 LINE_3 = 'field "metric": must be > 0 for an ok run, got -1 [not_positive]'

@@ -19,11 +19,11 @@ import polars as pl
 import pytest
 from conftest import cli_result as run_cli
 
-from pipeline.assess.campaigns import assess
+from pipeline.assessment.campaigns import assess
 from pipeline.contract.policy import PolicyValue
 from pipeline.contract.schemas import table
 from pipeline.errors import ExitCode
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.report import (
     IndexResult,
     load_campaign_data,
@@ -617,7 +617,7 @@ def test_what_if_verdicts_are_labelled_and_do_not_replace_the_frozen_ones(
         return types.SimpleNamespace(assessments=changed)
 
     fake = types.SimpleNamespace(assess=fake_assess)
-    monkeypatch.setitem(sys.modules, "pipeline.assess.campaigns", fake)
+    monkeypatch.setitem(sys.modules, "pipeline.assessment.campaigns", fake)
     page = render_campaign(load_campaign_data(store, GOOD, what_if={"decision": "paired"}))
     assert calls == [{"ids": [GOOD], "what_if": {"decision": "paired"}, "write": False}]
     section = page[page.index('<section id="what-if">') :]

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, expect, run, write_store
 
-from pipeline.assess.campaigns import assess
+from pipeline.assessment.campaigns import assess
 from pipeline.report import load_campaign_data, render_campaign
 from pipeline.store.tables import Store
 

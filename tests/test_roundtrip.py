@@ -11,7 +11,7 @@ from conftest import example_attempt, write_example_campaign
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt
 

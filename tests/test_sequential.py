@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.assess import sequential
-from pipeline.assess.intervals import method_intervals, student_t_bounds
+from pipeline.assessment import sequential
+from pipeline.assessment.intervals import method_intervals, student_t_bounds
 
 
 def reference_boundary(

@@ -17,7 +17,7 @@ from edge_campaign import CAMPAIGN, POLICY, write_edge_campaign
 from scipy import stats
 from test_edges_e2e import assessed, cli, comparison, ingest_and_assess, runs
 
-from pipeline.assess import sequential
+from pipeline.assessment import sequential
 from pipeline.study.stored import write_campaign
 
 PLAN = {"first_look": 6, "look_every": 2, "max_pairs": 20}

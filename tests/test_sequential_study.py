@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.assess import sequential
+from pipeline.assessment import sequential
 from pipeline.cli import main
 from pipeline.study.sequential import metric_log_ratios, render, sequential_study
 from pipeline.study.simulate import Model
@@ -122,8 +122,8 @@ def test_where_the_study_stops_assess_gives_the_same_interval_and_verdict(
 ) -> None:
     """Attempts cut at the study's stop, written as stored attempts with their `sequential`
     object, through the real ingest and assess: the same interval and PASS as the study's."""
-    from pipeline.assess.campaigns import assess
-    from pipeline.ingest.attempts import ingest
+    from pipeline.assessment.campaigns import assess
+    from pipeline.ingestion.attempts import ingest
     from pipeline.store.tables import Store
     from pipeline.study.sequential import designs, stops
     from pipeline.study.stored import write_attempt, write_campaign

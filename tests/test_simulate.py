@@ -240,7 +240,7 @@ def test_end_to_end_gain_is_about_one_point_two_percent(draws: dict[str, np.ndar
 
 
 def test_simulated_campaigns_pass_ingest_without_integrity_errors(tmp_path: Path) -> None:
-    from pipeline.ingest.attempts import ingest
+    from pipeline.ingestion.attempts import ingest
 
     simulate(tmp_path / "attempts", repetitions=(3, 5), attempts=3, seed=1)
     store = Store(tmp_path / "store")
@@ -323,7 +323,7 @@ def test_recorded_order_goes_through_ingest(tmp_path: Path) -> None:
     assert sorted({line["order"] for line in lines}) == [0, 1]
     attempt = json.loads((tmp_path / "in" / "aa-r05" / "r001" / "attempt.json").read_bytes())
     assert attempt["order_seed"] == 1
-    from pipeline.ingest.attempts import ingest
+    from pipeline.ingestion.attempts import ingest
 
     store = Store(tmp_path / "store")
     assert ingest(tmp_path / "in", store).exit_code == 0

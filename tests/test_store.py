@@ -15,7 +15,7 @@ from conftest import MECHANISM, example_runs, write_example_campaign
 
 import pipeline.store.tables
 from pipeline.errors import StoreError
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
 

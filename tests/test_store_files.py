@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from conftest import write_example_campaign
 
-from pipeline.assess.campaigns import assess
+from pipeline.assessment.campaigns import assess
 from pipeline.contract.schemas import table
-from pipeline.ingest.attempts import ingest
+from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
 CLI = Path(sys.executable).with_name("explain-pipeline")

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from conftest import cli_result as run_main
 
-from pipeline.assess import sequential
-from pipeline.assess.campaigns import assess
-from pipeline.ingest.attempts import ingest
+from pipeline.assessment import sequential
+from pipeline.assessment.campaigns import assess
+from pipeline.ingestion.attempts import ingest
 from pipeline.record.order import SIDES, block_schedule
 from pipeline.store.tables import Store
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingest.validate import (
+from pipeline.ingestion.validate import (
     AttemptFiles,
     Issue,
     check_directory_id,

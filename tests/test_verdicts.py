@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.assess.verdicts import median_facts, verdicts
+from pipeline.assessment.verdicts import median_facts, verdicts
 
 SCHEMA = {
     "campaign_id": pl.String,

@@ -100,7 +100,7 @@ def assess_command(
     # batch they added ~1 MiB per 1,000 attempts' columns to the peak (100,000 attempts:
     # peak RSS over 1 GiB); no CPU cost measured.
     load_polars("muzzy_decay_ms:0")
-    from pipeline.assess.campaigns import assess
+    from pipeline.assessment.campaigns import assess
     from pipeline.output.sinks import Sinks, echo
     from pipeline.output.text import gate_line, rejection_warnings
     from pipeline.store.tables import Store
@@ -113,7 +113,7 @@ def assess_command(
             result = assess(store, wanted, what_if=what_if or None, engine=runner)
     gated = None
     if gate and not result.blocked.height:  # a bad --attempt is refused before any output
-        from pipeline.assess.campaigns import gated_attempt
+        from pipeline.assessment.campaigns import gated_attempt
 
         try:
             gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)

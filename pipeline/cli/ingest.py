@@ -13,7 +13,7 @@ from pipeline.engines import open_engine
 from pipeline.errors import ExitCode
 
 if TYPE_CHECKING:
-    from pipeline.ingest.attempts import IngestReport
+    from pipeline.ingestion.attempts import IngestReport
 
 
 @command("ingest")
@@ -41,7 +41,7 @@ def ingest_command(
       explain-pipeline ingest data/attempts/llama-decode-2026-11
       explain-pipeline ingest /shared/attempts --store /shared/store --engine ray
     """
-    from pipeline.ingest.attempts import (
+    from pipeline.ingestion.attempts import (
         ingest,  # the libraries load when a command runs, not for --help
     )
     from pipeline.store.tables import Store
@@ -70,7 +70,7 @@ def format_summary(report: IngestReport) -> str:
     import polars as pl
 
     from pipeline.contract.inert import inert
-    from pipeline.ingest.attempts import OUTCOMES
+    from pipeline.ingestion.attempts import OUTCOMES
 
     summary = report.summary()
     totals = summary.select(pl.col(OUTCOMES).sum())

@@ -84,7 +84,7 @@ def report(
         raise UsageError("--shared-plotly needs --all (a single page carries plotly.js itself)")
     if output and not is_stdout(output):
         check_output(output, all_campaigns)
-    from pipeline.assess.campaigns import overrides
+    from pipeline.assessment.campaigns import overrides
     from pipeline.store.tables import Store
 
     store = Store.open_existing(store_path)

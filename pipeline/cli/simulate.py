@@ -476,7 +476,7 @@ def calibrate_command(
     if sequential:
         if repetitions_given:
             raise UsageError("--repetitions does not apply with --sequential (see --fixed-pairs)")
-        from pipeline.assess.sequential import Schedule
+        from pipeline.assessment.sequential import Schedule
         from pipeline.study import sequential as study
 
         found = study.sequential_study(

@@ -281,7 +281,7 @@ def build_line(
 def check_line(line: Mapping[str, Any]) -> None:
     """The measurement contract, by ingest's own check (the same rules, the same words): the
     first problem of the line is an ImportFormatError."""
-    from pipeline.ingest.validate import (  # numpy: loaded when a line is checked
+    from pipeline.ingestion.validate import (  # numpy: loaded when a line is checked
         check_document,
         field_name,
         parse_json,

@@ -8,7 +8,7 @@ from functools import singledispatch
 
 import polars as pl
 
-from pipeline.assess.campaigns import AssessResult
+from pipeline.assessment.campaigns import AssessResult
 from pipeline.output.json import readable
 from pipeline.output.text import integrity_lines, rejected_lines
 from pipeline.output.views import parts, rejections, what_if_pairs

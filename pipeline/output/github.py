@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pipeline.assess.campaigns import AssessResult, gated_attempt
+from pipeline.assessment.campaigns import AssessResult, gated_attempt
 from pipeline.errors import UsageError
 from pipeline.output.views import Split, attempt_message, campaign_order, issue_text, rejected_names
 

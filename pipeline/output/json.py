@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.assess.campaigns import AssessResult
-from pipeline.assess.quantities import ATTEMPT
+from pipeline.assessment.campaigns import AssessResult
+from pipeline.assessment.quantities import ATTEMPT
 from pipeline.contract.schemas import BOOKKEEPING_COLUMNS
 from pipeline.output.views import campaign_order, changed, parts, rejections
 

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import polars as pl
 
-from pipeline.assess.campaigns import AssessResult
+from pipeline.assessment.campaigns import AssessResult
 from pipeline.output.views import (
     Split,
     attempt_message,

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.assess.campaigns import AssessResult
+from pipeline.assessment.campaigns import AssessResult
 from pipeline.contract.inert import inert
 from pipeline.output.numbers import TEXT, fmt_paired
 from pipeline.output.views import (

@@ -21,7 +21,7 @@ from pipeline.output import FORMATS, render
 from pipeline.output.inert import shown
 
 if TYPE_CHECKING:
-    from pipeline.assess.campaigns import AssessResult
+    from pipeline.assessment.campaigns import AssessResult
 
 STDOUT = "-"
 """`-o -` / `--output -`: write to stdout instead of a file."""

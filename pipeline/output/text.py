@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.assess.campaigns import AssessResult
+from pipeline.assessment.campaigns import AssessResult
 from pipeline.output.numbers import TEXT, fmt_number, fmt_paired
 from pipeline.output.views import (
     SUMMARY_HEADERS,

@@ -12,7 +12,7 @@ from pipeline.output.numbers import SUMMARY, TEXT, fmt_number, fmt_paired
 if TYPE_CHECKING:
     import polars as pl
 
-    from pipeline.assess.campaigns import AssessResult
+    from pipeline.assessment.campaigns import AssessResult
 
 SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
 
@@ -91,7 +91,7 @@ def rejected_names(rows: pl.DataFrame) -> list[str]:
 
 def issue_text(row: Mapping[str, Any]) -> str:
     """One rejection as ingest printed it: ``file:line: field "f": message [code]``."""
-    from pipeline.ingest.validate import Issue
+    from pipeline.ingestion.validate import Issue
 
     return str(Issue(row["path"], row["line"], row["field"], row["code"], row["message"]))
 

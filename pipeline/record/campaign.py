@@ -14,7 +14,7 @@ from pipeline.contract.declare import schema_id
 from pipeline.contract.layout import CAMPAIGN_FILE, id_rule, valid_id
 from pipeline.contract.policy import policy_sha256, with_defaults
 from pipeline.errors import UsageError
-from pipeline.ingest.validate import validate_document
+from pipeline.ingestion.validate import validate_document
 from pipeline.record import until
 from pipeline.record.options import RunOptions, ab_policy
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
@@ -23,8 +23,8 @@ from pipeline.record.runner import now, timestamp
 if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
     import polars as pl
 
-    from pipeline.assess.campaigns import AssessResult
-    from pipeline.ingest.attempts import IngestReport
+    from pipeline.assessment.campaigns import AssessResult
+    from pipeline.ingestion.attempts import IngestReport
     from pipeline.store.tables import Store
 
 
@@ -87,8 +87,8 @@ class FinalResult:
 
 def final_campaign(folder: Path, store: Store) -> FinalResult:
     """Ingest the campaign folder into ``store`` and assess that campaign."""
-    from pipeline.assess.campaigns import assess
-    from pipeline.ingest.attempts import ingest
+    from pipeline.assessment.campaigns import assess
+    from pipeline.ingestion.attempts import ingest
     from pipeline.record.rounds import read_campaign_json
 
     read_campaign_json(folder)

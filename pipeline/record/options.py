@@ -56,7 +56,7 @@ stay as they were."""
 def ab_policy(given: dict[str, Any] | None, *, until_decided: bool) -> dict[str, Any]:
     """ab's campaign policy: ``given`` over AB_POLICY; with ``until_decided`` and no interval
     given, the interval valid under early stopping."""
-    from pipeline.assess.sequential import METHOD
+    from pipeline.assessment.sequential import METHOD
 
     defaults = {**AB_POLICY, "interval": METHOD if until_decided else AB_POLICY["interval"]}
     return {**defaults, **(given or {})}

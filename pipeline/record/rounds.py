@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from pipeline.assess.sequential import Schedule
+from pipeline.assessment.sequential import Schedule
 from pipeline.atomic import LineAppender, dump_json, write_atomic
 from pipeline.contract.declare import schema_id
 from pipeline.contract.inert import inert
@@ -45,7 +45,7 @@ from pipeline.contract.layout import (
 )
 from pipeline.contract.policy import policy_sha256
 from pipeline.errors import ExitCode, ExplainError, UsageError
-from pipeline.ingest.validate import Document, validate_campaign, validate_document
+from pipeline.ingestion.validate import Document, validate_campaign, validate_document
 from pipeline.record import environment, until
 from pipeline.record.measure import check_options, describe
 from pipeline.record.options import RunOptions

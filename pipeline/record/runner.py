@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pipeline.contract.files import InputFileError, MiB, open_regular, read_regular, size_text
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingest.validate import check_document, field_name, parse_json
+from pipeline.ingestion.validate import check_document, field_name, parse_json
 from pipeline.record import measure
 from pipeline.record.measure import MeasureFailure, MeasureOptions
 from pipeline.record.options import TraceOptions

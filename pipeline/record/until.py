@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.assess.sequential import Schedule
+from pipeline.assessment.sequential import Schedule
 from pipeline.atomic import dump_json, dump_lines
 from pipeline.contract.declare import SCHEDULE_DEFAULTS, bounds
 from pipeline.contract.layout import ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE
 from pipeline.contract.policy import with_defaults
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingest.validate import Document
+from pipeline.ingestion.validate import Document
 
 Stopped = Literal["pass", "decided", "futility", "max", "interrupted"]
 BLOCK: int = SCHEDULE_DEFAULTS["look_every"]
@@ -55,8 +55,8 @@ def sequential_object(plan: Schedule, looks: list[int], stopped: Stopped) -> dic
 def check_campaign(policy: dict[str, Any], source: str) -> None:
     """A usage error unless the policy is valid under early stopping; ``source`` says where it
     comes from (``attempts/x/campaign.json freezes``, ``ab's campaign would freeze``)."""
-    from pipeline.assess import sequential
-    from pipeline.assess.intervals import interval_method
+    from pipeline.assessment import sequential
+    from pipeline.assessment.intervals import interval_method
 
     policy = with_defaults(policy)
     method, advice = policy["interval"], f"--decision paired --interval {sequential.METHOD}"
@@ -115,9 +115,9 @@ def look(
 ) -> Look:
     """Assess the round so far (``pairs`` pairs; as completed, with this look added) and
     decide."""
-    from pipeline.assess.campaigns import assess_tables
-    from pipeline.ingest.attempts import attempt_tables
-    from pipeline.ingest.validate import AttemptFiles
+    from pipeline.assessment.campaigns import assess_tables
+    from pipeline.ingestion.attempts import attempt_tables
+    from pipeline.ingestion.validate import AttemptFiles
 
     document = {
         **attempt,
@@ -143,7 +143,7 @@ def _futile(plan: Schedule, campaign: Document, row: dict[str, Any], comparisons
     """``sequential.futile`` on the metric: its mean log-ratio and spread are read back from
     the sequential_t interval assess computed (``ln low = m - c s / sqrt(n)``), so the pairs
     are formed once, by assess."""
-    from pipeline.assess import sequential
+    from pipeline.assessment import sequential
 
     metric = comparisons.filter(comparisons["quantity"] == "metric")
     if metric.is_empty() or metric["method"][0] != sequential.METHOD:

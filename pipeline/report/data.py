@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.assess.quantities import metric_ratio, pairs
+from pipeline.assessment.quantities import metric_ratio, pairs
 from pipeline.contract.policy import PolicyValue, policy_text
 from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
@@ -146,6 +146,8 @@ def what_if_assessments(
     store: Store, campaign_id: str, what_if: Mapping[str, PolicyValue]
 ) -> pl.DataFrame:
     """Verdicts under the overridden policy, computed by the assess engine and never stored."""
-    from pipeline.assess.campaigns import assess  # imported here: a plain report needs no engine
+    from pipeline.assessment.campaigns import (
+        assess,  # imported here: a plain report needs no engine
+    )
 
     return assess(store, [campaign_id], what_if=what_if, write=False).assessments

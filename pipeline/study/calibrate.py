@@ -20,7 +20,7 @@ equivalence against assess's own ``--what-if``.
 
 Coverage is the share of A/A attempts whose metric interval contains the true ratio 1. Under
 ``min_pairs`` assess reports no interval; there it is computed for the record with
-``pipeline.assess.intervals.method_intervals`` on the stored metric log-ratios.
+``pipeline.assessment.intervals.method_intervals`` on the stored metric log-ratios.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ import numpy as np
 import polars as pl
 from tqdm import tqdm
 
-from pipeline.assess import sequential
-from pipeline.assess.campaigns import assess
-from pipeline.assess.intervals import Method, method_intervals
+from pipeline.assessment import sequential
+from pipeline.assessment.campaigns import assess
+from pipeline.assessment.intervals import Method, method_intervals
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.store.tables import Store
 from pipeline.study import estimate
@@ -468,7 +468,7 @@ def _table(result: Calibration) -> str:
         lines += textwrap.wrap(
             f"* fewer than min_pairs ({m.min_pairs}) pairs: assess reports no interval (and "
             "every comparison is unverifiable, so nothing is explained); this coverage is "
-            "computed for the record with pipeline.assess.intervals on the metric log-ratios.",
+            "computed for the record with pipeline.assessment.intervals on the metric log-ratios.",
             width=100,
             subsequent_indent="  ",
         )

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.assess.sequential import Schedule
+from pipeline.assessment.sequential import Schedule
 from pipeline.contract.declare import POLICY_DEFAULTS, SCHEDULE_DEFAULTS
 from pipeline.errors import UsageError
 
@@ -84,8 +84,8 @@ class Plan:
 # -- the spread measured so far ---------------------------------------------------------------
 def measured_spreads(folder: Path) -> tuple[dict, list[Spread]]:
     """The campaign's frozen policy and the pooled within-attempt spread of each quantity."""
-    from pipeline.assess import quantities
-    from pipeline.ingest.attempts import prepare_campaigns
+    from pipeline.assessment import quantities
+    from pipeline.ingestion.attempts import prepare_campaigns
     from pipeline.store.tables import Store
 
     with tempfile.TemporaryDirectory(prefix="explain-plan-") as scratch:
@@ -93,7 +93,7 @@ def measured_spreads(folder: Path) -> tuple[dict, list[Spread]]:
     if not prepared.campaigns:
         raise UsageError(f"{folder}: " + "; ".join(str(i) for i in prepared.run.issues[:3]))
     campaign = prepared.campaigns[0]
-    from pipeline.ingest.attempts import campaign_frame
+    from pipeline.ingestion.attempts import campaign_frame
 
     campaigns = campaign_frame(campaign.cid, campaign.document).with_columns(
         pl.col("interval").fill_null(POLICY_DEFAULTS["interval"])
@@ -150,7 +150,7 @@ def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
 def critical(n: np.ndarray, method: str, confidence: float) -> np.ndarray:
     """``k(n)``: the statistic a fixed round with ``n`` pairs must reach (module docstring),
     as the interval method's registry entry gives it."""
-    from pipeline.assess.intervals import interval_method
+    from pipeline.assessment.intervals import interval_method
 
     return interval_method(method).critical(np.asarray(n, dtype=np.float64), confidence)
 
@@ -207,7 +207,7 @@ def sequential_pairs(
     """Power, mean pairs and 90th percentile of pairs of ``round --until-decided`` when the
     true mean log-ratio is ``shift_gain`` and the gate (a ratio) ``gate``: SIMULATIONS rounds of
     normal log-ratios stopped by the round's rules."""
-    from pipeline.assess import sequential
+    from pipeline.assessment import sequential
 
     looks, c = np.array(plan.looks), plan.boundary(confidence)
     x = rng.normal(shift_gain, sd, size=(SIMULATIONS, plan.max_pairs))

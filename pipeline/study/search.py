@@ -39,8 +39,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.assess import chance, verdicts
-from pipeline.assess.intervals import method_intervals
+from pipeline.assessment import chance, verdicts
+from pipeline.assessment.intervals import method_intervals
 from pipeline.errors import UsageError
 from pipeline.study.simulate import Model, draw_runs
 

@@ -34,9 +34,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.assess import sequential, verdicts
-from pipeline.assess.intervals import Method, method_intervals
-from pipeline.assess.sequential import Schedule
+from pipeline.assessment import sequential, verdicts
+from pipeline.assessment.intervals import Method, method_intervals
+from pipeline.assessment.sequential import Schedule
 from pipeline.errors import UsageError
 from pipeline.study.simulate import NOISES, Model, Noise, campaign_generator, draw_runs
 

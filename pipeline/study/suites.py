@@ -21,7 +21,7 @@ standard normal), ``t3`` (Student-t with 3 degrees of freedom over sqrt(3)), ``o
 
 Methods, each applied to the same draws:
 
-- ``bonferroni_t``: assess's own rule, ``pipeline.assess.family`` (its intervals and its verdict
+- ``bonferroni_t``: assess's own rule, ``pipeline.assessment.family`` (its intervals and its verdict
   expression; nothing of it is copied here), with the gate and the margin;
 - ``max_t``: the same verdict rule on ``exp(mean -/+ c * s / sqrt(n))`` with ``c`` the suite's
   own bootstrap quantile (at the confidence) of ``max over members |t*|``, ``t*`` the
@@ -181,7 +181,7 @@ class Decided:
 
 
 def _verdicts(low: FloatArray, high: FloatArray, gate_pct: float, margin_pct: float) -> pl.Series:
-    from pipeline.assess.family import verdict_rule
+    from pipeline.assessment.family import verdict_rule
 
     frame = pl.DataFrame({"low": low, "high": high})
     return frame.select(verdict_rule(pl.lit(gate_pct), pl.lit(margin_pct)))[:, 0]
@@ -198,8 +198,8 @@ def _decided(
 
 
 def bonferroni_t(x: FloatArray, width: int, model: Model, margin_pct: float) -> Decided:
-    """assess's rule (pipeline.assess.family) on every member of every suite at once."""
-    from pipeline.assess.family import family_intervals
+    """assess's rule (pipeline.assessment.family) on every member of every suite at once."""
+    from pipeline.assessment.family import family_intervals
 
     got = family_intervals(x, width, model.confidence)
     suites = x.shape[1] // width
@@ -217,7 +217,7 @@ def per_benchmark(x: FloatArray, width: int) -> Decided:
     """Each member's own 95% student_t interval; flagged when it excludes 1."""
     from scipy import stats
 
-    from pipeline.assess.intervals import student_t_bounds
+    from pipeline.assessment.intervals import student_t_bounds
 
     low, high = student_t_bounds(x, PER_BENCHMARK_CONFIDENCE)
     flagged = ((low > 1) | (high < 1)).reshape(-1, width)
@@ -264,7 +264,7 @@ class MaxT:
 
     @classmethod
     def of(cls, x: FloatArray, width: int, *, resamples: int, seed: int) -> MaxT:
-        from pipeline.assess.bootstrap import resample_counts
+        from pipeline.assessment.bootstrap import resample_counts
 
         counts = resample_counts(x.shape[0], resamples=resamples, seed=seed)
         members = x.reshape(x.shape[0], -1, width)[:, :, 1:].reshape(x.shape[0], -1)

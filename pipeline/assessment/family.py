@@ -9,7 +9,7 @@ an identical-code comparison is called improved or regressed is at most ``α``, 
 correlation shared load puts between benchmarks of one run. Why this method and not a resampled
 max-|t| is in docs/assess.md: it is exact per member under normal log-ratios at every n ≥ 2,
 valid under any correlation, closed form (reproducible, no resamples) and combines directly with
-the sequential boundary (``pipeline.assess.sequential``) of a round that stops when decided.
+the sequential boundary (``pipeline.assessment.sequential``) of a round that stops when decided.
 
 Two stages, so that a verdict can be re-read under another gate or margin without recomputing:
 ``family_intervals`` (the numbers, stored in table ``benchmarks``) and ``with_verdicts`` (the
@@ -26,10 +26,10 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.assess import sequential
-from pipeline.assess.bootstrap import FloatArray, mean_in_order
-from pipeline.assess.intervals import student_t_bounds
-from pipeline.assess.quantities import SCHEDULE
+from pipeline.assessment import sequential
+from pipeline.assessment.bootstrap import FloatArray, mean_in_order
+from pipeline.assessment.intervals import student_t_bounds
+from pipeline.assessment.quantities import SCHEDULE
 from pipeline.contract.schemas import table
 
 QUANTITY = ["campaign_id", "attempt_id", "quantity", "name"]

@@ -361,7 +361,7 @@ def paired_intervals(
     Values must be finite or ``+inf``. The caller decides whether ``n`` is enough pairs.
     ``probabilities``: read the same resample means at these two probabilities instead of
     ``(1 - confidence) / 2`` and ``1 - (1 - confidence) / 2`` (the expanded percentile
-    interval, ``pipeline.assess.intervals``).
+    interval, ``pipeline.assessment.intervals``).
     """
     values = np.asarray(x, dtype=np.float64)
     if values.ndim != 2 or values.shape[0] < 1:

@@ -29,7 +29,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.assess.intervals import METHODS
+from pipeline.assessment.intervals import METHODS
 from pipeline.contract.declare import SCHEDULE_DEFAULTS, bounds
 
 FloatArray = npt.NDArray[np.float64]

@@ -35,7 +35,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.assess.sequential import Schedule
+from pipeline.assessment.sequential import Schedule
 
 FloatArray = npt.NDArray[np.float64]
 SIMULATIONS = 4000

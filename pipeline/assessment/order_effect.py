@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from pipeline.assess.quantities import ATTEMPT, PairFrames, pairs
+from pipeline.assessment.quantities import ATTEMPT, PairFrames, pairs
 
 OrderReason = Literal["not_applicable", "no_order", "too_few_per_order"]
 COLUMNS = {

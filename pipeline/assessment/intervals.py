@@ -1,6 +1,6 @@
 """The interval methods of the policy field ``interval``, for quantities with ``n`` pairs.
 
-- ``percentile``: the paired percentile bootstrap (``pipeline.assess.bootstrap``), the default.
+- ``percentile``: the paired percentile bootstrap (``pipeline.assessment.bootstrap``), the default.
 - ``expanded_percentile`` (Hesterberg's expanded percentile interval): the same resample means,
   read at ``p = Φ(sqrt(n / (n - 1)) · t_{n-1}(α / 2))`` and ``1 - p`` instead of ``α / 2`` and
   ``1 - α / 2``. The percentile interval of a mean behaves like ``x̄ ± z·σ̂/√n`` with a divisor-n
@@ -10,7 +10,7 @@
   under log-normal noise). A quantity with a ``+inf`` pair (the thing vanished) has no finite
   mean or standard deviation: it takes ``expanded_percentile`` instead, and its row says so.
 - ``sequential_t``: ``exp(m ± c · s / √n)`` with the constant ``c`` of the attempt's schedule of
-  looks (``pipeline.assess.sequential``), valid when a round stops as soon as it is decided;
+  looks (``pipeline.assessment.sequential``), valid when a round stops as soon as it is decided;
   with one look ``c`` is ``t_{n-1}(1 - α / 2)``, i.e. ``student_t``. A ``+inf`` pair: as
   ``student_t``.
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.assess.bootstrap import FloatArray, Intervals, mean_in_order, paired_intervals
+from pipeline.assessment.bootstrap import FloatArray, Intervals, mean_in_order, paired_intervals
 from pipeline.contract.policy import INTERVAL_METHODS
 
 Method = str

@@ -1,7 +1,7 @@
 """The fast engine of ingest's reader: many attempts' files checked at once, as columns.
 
 It accepts an attempt only when every file certainly satisfies the schemas and every rule of
-:mod:`pipeline.ingest.validate` (property tests hold it to that); any other attempt goes to the
+:mod:`pipeline.ingestion.validate` (property tests hold it to that); any other attempt goes to the
 precise validator, which accepts it too or names every error. So the errors and the stored rows
 are the precise path's; only their cost changes. How it keeps the rules: see the comments below.
 """
@@ -33,7 +33,7 @@ from pipeline.contract.declare import (
     timestamp_fields,
 )
 from pipeline.contract.schemas import table
-from pipeline.ingest.validate import (
+from pipeline.ingestion.validate import (
     ATTEMPT_FILE,
     MECHANISM_FILE,
     AttemptFiles,

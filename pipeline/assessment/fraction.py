@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from pipeline.assess.bootstrap import (
+from pipeline.assessment.bootstrap import (
     COUNTS_BYTES,
     fits_whole,
     in_workers,
@@ -22,7 +22,7 @@ from pipeline.assess.bootstrap import (
     resample_count_blocks,
     resample_counts,
 )
-from pipeline.assess.quantities import (
+from pipeline.assessment.quantities import (
     ATTEMPT,
     INTERVAL_POLICY,
     Inputs,

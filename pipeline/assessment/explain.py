@@ -7,7 +7,7 @@ from typing import Literal
 
 import polars as pl
 
-from pipeline.assess.quantities import ATTEMPT, reference_regions
+from pipeline.assessment.quantities import ATTEMPT, reference_regions
 from pipeline.contract.schemas import table
 
 Outcome = Literal[

@@ -19,8 +19,8 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.assess import explain, family, fraction, order_effect, quantities, verdicts
-from pipeline.assess.quantities import ATTEMPT
+from pipeline.assessment import explain, family, fraction, order_effect, quantities, verdicts
+from pipeline.assessment.quantities import ATTEMPT
 from pipeline.contract.declare import spec
 from pipeline.contract.policy import (
     ADDED_AFTER_V1,
@@ -113,7 +113,7 @@ def overrides(what_if: Mapping[str, PolicyValue]) -> dict[str, PolicyValue]:
     for key, value in what_if.items():
         if key not in known:
             raise PolicyError(key, value, f"unknown policy field (known: {', '.join(known)})")
-    from pipeline.ingest.validate import check_fields
+    from pipeline.ingestion.validate import check_fields
 
     problems = check_fields("campaign", ("policy",), what_if)
     if problems:

@@ -10,8 +10,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from pipeline.assess import sequential
-from pipeline.assess.intervals import method_intervals
+from pipeline.assessment import sequential
+from pipeline.assessment.intervals import method_intervals
 from pipeline.contract.schemas import table
 
 ATTEMPT = ["campaign_id", "attempt_id"]

@@ -34,8 +34,8 @@ from pipeline.contract.policy import POLICY_FIELDS, canonical_policy, with_defau
 from pipeline.contract.schemas import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
-from pipeline.ingest import bulk
-from pipeline.ingest.validate import (
+from pipeline.ingestion import bulk
+from pipeline.ingestion.validate import (
     CAMPAIGN_FILE,
     MEASUREMENTS_FILE,
     MECHANISM_FILE,
