@@ -371,6 +371,13 @@ def edges_page(root: Path) -> Path:
     )
 
 
+def suite_page(root: Path) -> Path:
+    """A campaign that decides every benchmark: the per-benchmark forest plots."""
+    from test_suite_outputs import suite_store
+
+    return write_report(suite_store(root / "store"), "suite", root / "report.html")
+
+
 XSS_TEXT = "<script>alert(1)</script>"  # the hypothesis of the synthetic and example campaigns
 
 
@@ -380,8 +387,9 @@ XSS_TEXT = "<script>alert(1)</script>"  # the hypothesis of the synthetic and ex
         (synthetic_page, XSS_TEXT),
         (example_page, XSS_TEXT),
         (edges_page, "CUDA graphs remove the launch overhead & the graph breaks"),
+        (suite_page, "Each interval is simultaneous over the 7 members"),
     ],
-    ids=["synthetic", "example", "edges"],
+    ids=["synthetic", "example", "edges", "suite"],
 )
 def test_report_renders_offline_without_errors(
     browser: DevTools, tmp_path: Path, build: Callable[[Path], Path], shown: str

@@ -1,5 +1,6 @@
-"""GitHub Actions: the job summary ($GITHUB_STEP_SUMMARY, the Markdown of the result) and one
-annotation per campaign, written as workflow commands with GitHub's escaping."""
+"""GitHub Actions: the job summary ($GITHUB_STEP_SUMMARY, the Markdown of the result), one
+annotation per campaign and one per regressed benchmark of its gated attempt, written as
+workflow commands with GitHub's escaping."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from collections.abc import Mapping
 
 from pipeline.assessment.campaigns import AssessResult, gated_attempt
 from pipeline.errors import UsageError
-from pipeline.output.views import Split, attempt_message, campaign_order, issue_text, rejected_names
+from pipeline.output.views import (
+    Split,
+    attempt_message,
+    campaign_order,
+    issue_text,
+    member_label,
+    member_message,
+    rejected_names,
+)
 
 SUMMARY_LIMIT = 1024 * 1024
 """Bytes GitHub accepts in one step's job summary; a larger summary is not appended (a warning
@@ -35,8 +44,9 @@ def annotation(level: str, title: str, message: str) -> str:
 
 def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str]:
     """One annotation per campaign: ``error`` when it is blocked or when the verdict of its
-    latest round (or of attempt ``focus``) is not PASS, ``notice`` when it is PASS; and one
-    ``error`` per campaign with attempts ingest rejected."""
+    latest round (or of attempt ``focus``) is not PASS, ``notice`` when it is PASS; one
+    ``error`` per benchmark of that attempt that regressed (a campaign deciding every
+    benchmark); and one ``error`` per campaign with attempts ingest rejected."""
     out = []
     split = Split(result)
     for cid in campaign_order(result):
@@ -69,6 +79,15 @@ def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str
         level = "notice" if row["verdict"] == "PASS" else "error"
         title = f"explain-pipeline: {cid} {row['attempt_id']} (round {row['round']})"
         out.append(annotation(level, title, attempt_message(row)))
+        members = split.benchmarks(cid, row["attempt_id"])
+        out += [
+            annotation(
+                "error",
+                f"explain-pipeline: {cid} {row['attempt_id']}: {member_label(m)} regressed",
+                member_message(m),
+            )
+            for m in members.filter(members["verdict"] == "regressed").iter_rows(named=True)
+        ]
     return out
 
 

@@ -1,7 +1,8 @@
 """`--junit FILE`: a JUnit XML report for CI systems that read test reports. One ``testsuite``
-per campaign, one ``testcase`` per attempt (failure: not PASS) and per declared expectation
-(failure: contradicted; skipped: unsupported or unverifiable); a blocked campaign is one test
-case in error, and so is each attempt ingest rejected."""
+per campaign, one ``testcase`` per attempt (failure: not PASS), per declared expectation
+(failure: contradicted; skipped: unsupported or unverifiable) and, when the campaign decides
+every benchmark, per benchmark (failure: regressed; skipped: inconclusive); a blocked campaign is
+one test case in error, and so is each attempt ingest rejected."""
 
 from __future__ import annotations
 
@@ -16,10 +17,17 @@ from pipeline.output.views import (
     attempt_message,
     campaign_order,
     issue_text,
+    member_label,
+    member_message,
     outcome_message,
     parts,
 )
 
+FAILING_MEMBERS = frozenset({"regressed"})
+SKIPPED_MEMBERS = frozenset({"inconclusive"})
+"""JUnit test case of a benchmark (contract §15): failure when it regressed beyond the margin;
+skipped when the data cannot say (inconclusive, too few pairs...); passed when improved or
+unchanged."""
 PASSING_OUTCOMES = frozenset({"confirmed", "consistent", "assumed"})
 FAILING_OUTCOMES = frozenset({"contradicted"})
 """JUnit test case of a declared expectation: failure when the data contradict it; skipped
@@ -62,6 +70,19 @@ def _attempt_cases(suite: ET.Element, split: Split, cid: str) -> None:
                 )
             elif o["outcome"] not in PASSING_OUTCOMES:
                 ET.SubElement(case, "skipped", message=xml_text(message))
+        _member_cases(suite, split.benchmarks(cid, aid), f"{cid}.{aid}")
+
+
+def _member_cases(suite: ET.Element, members: pl.DataFrame, classname: str) -> None:
+    """One case per benchmark of the attempt's family, in the order every format lists them."""
+    for m in members.iter_rows(named=True):
+        case = _case(suite, classname, f"benchmark {member_label(m)}")
+        if m["verdict"] in FAILING_MEMBERS:
+            ET.SubElement(
+                case, "failure", message=xml_text(member_message(m)), type=xml_text(m["verdict"])
+            )
+        elif m["verdict"] in SKIPPED_MEMBERS:
+            ET.SubElement(case, "skipped", message=xml_text(member_message(m)))
 
 
 def _blocked_case(suite: ET.Element, errors: pl.DataFrame, cid: str) -> None:

@@ -1,6 +1,9 @@
 """`--format markdown` and the GitHub job summary: per campaign a heading with the policy, the
 verdict table (the text table's cells) and, folded under it, each attempt's quantities with
-the declared expectations' outcomes. Free text is escaped as literal Markdown (``md``)."""
+the declared expectations' outcomes. An attempt whose campaign decides every benchmark shows its
+benchmarks first, unfolded: one row each, sorted by change, with its verdict and a legend; its
+other quantities (counters, ``rusage.*``) stay folded below. Free text is escaped as literal
+Markdown (``md``)."""
 
 from __future__ import annotations
 
@@ -16,12 +19,16 @@ from pipeline.assessment.campaigns import AssessResult
 from pipeline.contract.inert import inert
 from pipeline.output.numbers import TEXT, fmt_paired
 from pipeline.output.views import (
+    MEMBER_HEADERS,
+    SHOWN_ALONE,
     SUMMARY_HEADERS,
     Split,
     best_row,
     campaign_order,
     evidence,
     issue_text,
+    member_cells,
+    member_legend,
     rejected_names,
     summary_cells,
     verdict_text,
@@ -112,19 +119,34 @@ def _unread_outcomes(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[
     ]
 
 
+def _members(members: pl.DataFrame, row: Mapping[str, Any]) -> str:
+    """The attempt's benchmarks: a heading line, the legend, one table row per member."""
+    head = (
+        f"**benchmarks of {md(row['attempt_id'])}** (round {row['round']}, "
+        f"{md(row['candidate'])})<br>\n{md(member_legend(members))}\n\n"
+    )
+    return head + md_table(MEMBER_HEADERS, map(member_cells, members.iter_rows(named=True))) + "\n"
+
+
 def _attempt_details(split: Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
     comparisons = split.comparisons(cid, row["attempt_id"])
     outcomes = split.outcomes(cid, row["attempt_id"])
+    members = split.benchmarks(cid, row["attempt_id"])
+    what = "quantities"
+    if members.height:  # shown in their own table above: the rest is folded here
+        comparisons = comparisons.filter(~pl.col("quantity").is_in(SHOWN_ALONE))
+        what, open_ = "other quantities (counters, rusage.*)", False
     summary = (
         f"{html_text(row['attempt_id'])} (round {row['round']}, {html_text(row['candidate'])}): "
-        f"quantities {comparisons.height}, "
+        f"{what} {comparisons.height}, "
         f"declared expectations {outcomes.height}"
     )
     body = md_table(QUANTITY_HEADERS, _quantity_rows(comparisons, outcomes))
     extra = _unread_outcomes(comparisons, outcomes)
     tail = "\n" + "\n".join(extra) + "\n" if extra else ""
     return (
-        f"<details{' open' if open_ else ''}><summary>{summary}</summary>\n\n"
+        (_members(members, row) if members.height else "")
+        + f"<details{' open' if open_ else ''}><summary>{summary}</summary>\n\n"
         f"{body}{tail}\n</details>\n\n"
     )
 

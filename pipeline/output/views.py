@@ -1,6 +1,13 @@
 """What every format reads off a result the same way: the verdict with its reason, one attempt's
 summary cells, the order of campaigns, a result's tables split once by campaign and attempt, the
-what-if label, an attempt's evidence line and the text of a rejection."""
+what-if label, an attempt's evidence line, the text of a rejection, and an attempt's benchmarks.
+
+Benchmarks (campaigns that decide regions, contract §15): ``Split.benchmarks(cid, aid)`` is the
+attempt's rows of table ``benchmarks`` (the result's ``benchmarks`` frame), already in the order
+every format lists them (``members_in_order``: the metric, then the benchmarks by change, the
+largest slowdown first); ``member_cells`` is one row as text (MEMBER_HEADERS), ``member_legend``
+the line that says how to read them, ``member_message`` one member in a sentence (a JUnit failure,
+a GitHub annotation)."""
 
 from __future__ import annotations
 
@@ -130,6 +137,7 @@ class Split:
         self._assessed = parts(result.assessments, "campaign_id")
         self._comparisons = parts(result.comparisons, "campaign_id", "attempt_id")
         self._outcomes = parts(result.outcomes, "campaign_id", "attempt_id")
+        self._benchmarks = parts(members_in_order(result.benchmarks), "campaign_id", "attempt_id")
 
     def blocked(self, cid: str) -> pl.DataFrame:
         return self._blocked.get((cid,), self.result.blocked.clear())
@@ -146,9 +154,73 @@ class Split:
     def outcomes(self, cid: str, aid: str) -> pl.DataFrame:
         return self._outcomes.get((cid, aid), self.result.outcomes.clear())
 
+    def benchmarks(self, cid: str, aid: str) -> pl.DataFrame:
+        """The attempt's family in ``members_in_order`` (empty: its campaign decides the
+        metric alone)."""
+        return self._benchmarks.get((cid, aid), self.result.benchmarks.clear())
+
 
 def best_row(result: AssessResult) -> dict[str, Any] | None:
     """The campaign's pick (the attempt marked best), or None."""
     rows = result.assessments
     best = rows.filter(rows["best"]) if rows.height else rows
     return best.row(0, named=True) if best.height else None
+
+
+# -- benchmarks: the members of an attempt's family ------------------------------------------------
+MEMBER_HEADERS = ("benchmark", "pairs", "ratio [low, high]", "verdict")
+SHOWN_ALONE = frozenset({"metric", "region"})
+"""The quantities a family's table shows; an attempt's other comparisons (counters, rusage.*,
+normalized regions) are listed apart, folded below it."""
+
+
+def members_in_order(rows: pl.DataFrame) -> pl.DataFrame:
+    """Members as every format lists them: per attempt the metric first, then the benchmarks by
+    change, smallest ratio first (> 1: the candidate is faster, so the largest slowdown is on
+    top), those without an estimate last, ties by name."""
+    import polars as pl
+
+    return rows.sort(
+        "campaign_id",
+        "attempt_id",
+        pl.col("quantity") != "metric",
+        pl.col("estimate").fill_nan(None),
+        "name",
+        nulls_last=True,
+        maintain_order=True,
+    )
+
+
+def member_label(row: Mapping[str, Any]) -> str:
+    """``metric seconds`` for the metric, the benchmark's own name otherwise."""
+    return f"metric {row['name']}" if row["quantity"] == "metric" else str(row["name"])
+
+
+def member_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """One member as MEMBER_HEADERS: label, pairs, ratio with its simultaneous interval,
+    verdict (with its reason when it has one)."""
+    interval = fmt_paired(row["estimate"], row["low"], row["high"]) or TEXT.none
+    return (member_label(row), str(row["n_pairs"]), interval, verdict_text(row))
+
+
+def member_legend(rows: pl.DataFrame) -> str:
+    """How to read an attempt's members: what > 1 means and what the intervals are."""
+    size = rows["family_size"].to_list()[0]  # one attempt's rows: one family
+    methods = sorted(set(rows["method"].drop_nulls()))
+    how = f" ({', '.join(methods)})" if methods else ""
+    return (
+        f"ratio > 1: B (the candidate) is faster; {size} members decided together, each with a "
+        f"simultaneous interval{how}: regressed when all of it is below 1/(1 + margin), "
+        "improved when all of it clears the gate"
+    )
+
+
+def member_message(row: Mapping[str, Any]) -> str:
+    """``regressed: 0.9091 [0.9012, 0.9171], 13 members (bonferroni_t), > 1: B is faster``."""
+    interval = fmt_paired(row["estimate"], row["low"], row["high"])
+    measured = f"{interval}, {row['n_pairs']} pairs" if interval else f"{row['n_pairs']} pairs"
+    how = f" ({row['method']})" if row["method"] else ""
+    return (
+        f"{verdict_text(row)}: {measured}, one of {row['family_size']} members decided "
+        f"together{how}; ratio > 1: B is faster"
+    )

@@ -56,6 +56,9 @@ class CampaignData:
     the pair, > 1 = candidate better) and baseline_first (null: order not recorded)."""
     rejected: pl.DataFrame = field(default_factory=lambda: table("rejections").empty())
     """What the latest ingest of the campaign rejected (table ``rejections``): not assessed."""
+    benchmarks: pl.DataFrame = field(default_factory=lambda: table("benchmarks").empty())
+    """Table ``benchmarks``: every member of each attempt's family, when the campaign decides
+    every benchmark (contract §15); empty otherwise."""
 
     @property
     def blocked(self) -> bool:
@@ -139,6 +142,7 @@ def load_campaign_data(
         if blocked
         else pair_ratios(store.read("samples", [campaign_id]), campaign["metric_better"]),
         rejected=store.read("rejections", [campaign_id]).sort("position"),
+        benchmarks=out["benchmarks"],
     )
 
 

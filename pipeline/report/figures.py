@@ -15,6 +15,7 @@ from pipeline.report.data import CampaignData
 from pipeline.report.style import (
     DIRECTION_COLOURS,
     EXPLANATION_SYMBOLS,
+    MEMBER_COLOURS,
     OUTCOME_COLOURS,
     VERDICT_COLOURS,
     clamp,
@@ -593,6 +594,184 @@ def _outcome_annotations(shown: pl.DataFrame) -> list[dict[str, Any]]:
             "font": {"color": OUTCOME_COLOURS.get(outcome, "#57606a"), "size": 11},
         }
         for y, outcome, expect in zip(marked["y"], marked["outcome"], marked["expect"], strict=True)
+    ]
+
+
+# -- the benchmarks of one attempt: simultaneous intervals ----------------------------------------
+def member_rows(members: pl.DataFrame) -> pl.DataFrame:
+    """An attempt's rows of table ``benchmarks`` as the plot shows them, in the order every
+    output lists them (pipeline.output.views): the metric first, then by change."""
+    from pipeline.output.views import members_in_order
+
+    return members_in_order(members).with_columns(
+        pl.when(pl.col("quantity") == "metric")
+        .then(pl.format("metric {}", pl.col("name")))
+        .otherwise(pl.col("name"))
+        .alias("label"),
+        pl.col("estimate", "low", "high").fill_nan(None),
+    )
+
+
+def _member_hover(row: Mapping[str, Any]) -> str:
+    verdict = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
+    lines = [f"<b>{esc(row['label'])}</b>", f"verdict <b>{esc(verdict)}</b>"]
+    if row["estimate"] is not None:
+        interval = (
+            f"[{html_number(row['low'])}, {html_number(row['high'])}]"
+            if row["low"] is not None
+            else "no interval"
+        )
+        lines.append(f"ratio (baseline / candidate) {html_number(row['estimate'])} {interval}")
+        lines.append(_reading(str(row["quantity"]), row["estimate"], False))
+    method = f" · {esc(row['method'])} c = {html_number(row['critical'])}" if row["method"] else ""
+    lines.append(f"n = {row['n_pairs']} pairs · {row['family_size']} members{method}")
+    return "<br>".join(lines)
+
+
+def member_forest_figure(rows: pl.DataFrame, *, gate: float, margin: float) -> Figure:
+    """Every member of one attempt's family on a log ratio axis: its estimate and simultaneous
+    interval coloured by verdict, the margin band ``[1/M, M]`` (unchanged lies inside it,
+    regressed wholly left of it), the gate ``g`` (improved lies right of it) and 1."""
+    labels = [esc(v) for v in rows["label"]]
+    xrange = log_range(
+        [*rows["estimate"], *rows["low"], *rows["high"]], include=(1.0, 1 / margin, margin, gate)
+    )
+    edge = 10 ** xrange[1]
+    hover = [_member_hover(r) for r in rows.iter_rows(named=True)]
+    shown = rows.with_columns(pl.Series("y", labels), pl.Series("hover", hover, dtype=pl.String))
+    height = forest_height(rows.height)
+    band = {
+        "type": "rect",
+        "xref": "x",
+        "yref": "paper",
+        "x0": 1 / margin,
+        "x1": margin,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": "#0969da",
+        "opacity": 0.10,
+        "line": {"width": 0},
+        "layer": "below",
+    }
+    lines = [
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": x,
+            "x1": x,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": colour, "width": 1.2, "dash": dash},
+        }
+        for x, colour, dash in ((1.0, "#57606a", "solid"), (gate, "#d4a72c", "dash"))
+    ]
+    layout = _base_layout(
+        height=height,
+        margin={"l": 10, "r": 20, "t": 10, "b": 70},
+        showlegend=True,
+        hovermode="closest",
+        legend={
+            "orientation": "h",
+            "y": -70 / height,
+            "x": 0,
+            "yanchor": "top",
+            "font": {"size": 11},
+        },
+        shapes=[band, *lines],
+        xaxis={
+            "type": "log",
+            "range": xrange,
+            "gridcolor": "#eaeef2",
+            "zeroline": False,
+            "title": {
+                "text": f"ratio, log scale: > 1 = the candidate is faster; band: the margin "
+                f"[{1 / margin:.4g}, {margin:.4g}], dashed: the gate {gate:.4g}",
+                "font": {"size": 11, "color": "#59636e"},
+            },
+        },
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "autorange": "reversed",
+            "automargin": True,
+            "gridcolor": "#f3f5f7",
+        },
+    )
+    traces = [
+        *_member_points(shown, edge),
+        *_member_no_estimate(shown),
+        *_forest_infinite(shown, edge),
+    ]
+    return {"data": traces, "layout": layout}
+
+
+def _member_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
+    """Estimates and interval segments, one pair of traces per verdict."""
+    traces: list[dict[str, Any]] = []
+    for verdict, colour in MEMBER_COLOURS.items():
+        part = shown.filter((pl.col("verdict") == verdict) & pl.col("estimate").is_not_null())
+        if part.is_empty():
+            continue
+        spans = part.filter(pl.col("low").is_not_null() & pl.col("high").is_not_null())
+        if spans.height:  # segments low..high, separated by gaps (None)
+            traces.append(
+                {
+                    "type": "scatter",
+                    "x": [
+                        v
+                        for lo, hi in zip(spans["low"], spans["high"], strict=True)
+                        for v in (min(lo, edge), min(hi, edge), None)
+                    ],
+                    "y": [v for y in spans["y"] for v in (y, y, None)],
+                    "mode": "lines",
+                    "showlegend": False,
+                    "legendgroup": verdict,
+                    "hoverinfo": "skip",
+                    "line": {"color": colour, "width": 2.5},
+                }
+            )
+        hollow = verdict == "inconclusive"
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [min(v, edge) for v in part["estimate"]],
+                "y": part["y"].to_list(),
+                "mode": "markers",
+                "name": verdict,
+                "legendgroup": verdict,
+                "hovertext": part["hover"].to_list(),
+                "hoverinfo": "text",
+                "marker": {
+                    "color": "#ffffff" if hollow else colour,
+                    "size": 9,
+                    "symbol": "diamond" if hollow else "circle",
+                    "line": {"color": colour, "width": 2},
+                },
+            }
+        )
+    return traces
+
+
+def _member_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
+    """Members without an estimate (a zero baseline): their verdict and reason at ratio 1."""
+    part = shown.filter(pl.col("estimate").is_null())
+    if part.is_empty():
+        return []
+    return [
+        {
+            "type": "scatter",
+            "x": [1.0] * part.height,
+            "y": part["y"].to_list(),
+            "mode": "text",
+            "showlegend": False,
+            "text": [f"inconclusive: {esc(r)}" for r in part["reason"]],
+            "textposition": "middle right",
+            "hovertext": part["hover"].to_list(),
+            "hoverinfo": "text",
+            "textfont": {"color": MEMBER_COLOURS["inconclusive"], "size": 11},
+        }
     ]
 
 

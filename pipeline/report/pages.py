@@ -23,6 +23,8 @@ from pipeline.report.figures import (
     forest_figure,
     forest_height,
     forest_rows,
+    member_forest_figure,
+    member_rows,
     ratio_definition,
     strip_figure,
     timeline_figure,
@@ -549,6 +551,7 @@ def attempt_html(
         + _attempt_head(row, info, what_if)
         + _hypothesis_html(info.get("hypothesis"))
         + recording_html(info)
+        + members_html(data, aid)
         + f'<div class="split"><div class="plot">{plot}{strip}</div>'
         + '<div class="side"><h4>Expectations</h4>'
         + _legend_html()
@@ -556,6 +559,32 @@ def attempt_html(
         + "<h4>Unverifiable quantities</h4>"
         + _unverifiable_html(rows)
         + "</div></div></article>"
+    )
+
+
+def members_html(data: CampaignData, aid: str) -> str:
+    """The attempt's benchmarks (a campaign that decides every benchmark): the forest plot of
+    their simultaneous intervals with the margin band, and how many of each verdict."""
+    members = data.benchmarks.filter(pl.col("attempt_id") == aid)
+    if members.is_empty():
+        return ""
+    rows = member_rows(members)
+    gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
+    margin = 1.0 + float(data.campaign.get("margin_pct") or 1.0) / 100.0
+    counts = rows["verdict"].value_counts(sort=True, name="n")
+    summary = " · ".join(f"{esc(v)} {n}" for v, n in counts.iter_rows())
+    size = rows["family_size"].to_list()[0]
+    return (
+        f"<h4>Benchmarks: {size} decided together</h4>"
+        f'<p class="note">{summary}. Each interval is simultaneous over the {size} members '
+        "(contract §15): regressed when all of it lies left of the band, unchanged when all of "
+        "it lies inside, improved when all of it clears the gate.</p>"
+        + figure_block(
+            member_forest_figure(rows, gate=gate, margin=margin),
+            f"plot-benchmarks-{aid}",
+            forest_height(rows.height),
+            f"simultaneous intervals of the benchmarks of attempt {aid}",
+        )
     )
 
 

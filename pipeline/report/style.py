@@ -33,6 +33,13 @@ DIRECTION_COLOURS = {
     "none": "#6e7781",
     "unverifiable": "#8250df",
 }
+# A benchmark's verdict (contract §15): the regressions stand out, the undecided are hollow.
+MEMBER_COLOURS = {
+    "regressed": "#cf222e",
+    "improved": "#1a7f37",
+    "unchanged": "#0969da",
+    "inconclusive": "#9a6700",
+}
 # Marker symbol of an attempt on the timeline, by its explanation.
 EXPLANATION_SYMBOLS = {
     "explained": "circle",
