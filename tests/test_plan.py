@@ -149,3 +149,105 @@ def test_the_sequential_columns_name_the_campaigns_that_refuse_early_stopping() 
     for policy in ({"decision": "paired"}, {"decision": "median", "interval": "sequential_t"}):
         refusal = _refusal(policy)
         assert refusal is not None and refusal.startswith("--until-decided: this campaign")
+
+
+# -- decide regions: every benchmark priced --------------------------------------------------------
+SUITE_SPREADS = {"steady": 0.02, "noisy": 0.3, "middle": 0.1}
+
+
+def _suite_campaign(root: Path) -> Path:
+    """A decide-regions campaign of two attempts of 12 pairs whose benchmarks' log-ratios have
+    the spreads above (the baseline's times jittered, the candidate's at 1)."""
+    from pipeline.study.stored import write_attempt, write_campaign
+
+    policy = {"decision": "paired", "interval": "student_t", "decide": "regions"}
+    folder = write_campaign(
+        root,
+        "suite",
+        created_at="2026-01-01T00:00:00Z",
+        metric={"name": "seconds", "better": "lower"},
+        policy=policy,
+        kind="benchmark",
+    )
+    rng = np.random.default_rng(7)
+    for index in range(2):
+        runs = []
+        for rep in range(12):
+            times = {n: float(np.exp(rng.normal(0, sd))) for n, sd in SUITE_SPREADS.items()}
+            for side, values in (("baseline", times), ("candidate", dict.fromkeys(times, 1.0))):
+                breakdown = {"all": values}
+                runs.append(
+                    {
+                        "side": side,
+                        "repetition": rep,
+                        "status": "ok",
+                        "metric": sum(values.values()),
+                        "breakdown": breakdown,
+                    }
+                )
+        attempt = {
+            "attempt_id": f"r{index:03d}",
+            "round": index,
+            "candidate": "c",
+            "baseline": "b",
+            "status": "completed",
+            "started_at": f"2026-01-01T00:0{index + 1}:00Z",
+        }
+        write_attempt(folder, attempt, runs)
+    return folder
+
+
+def test_plan_prices_every_benchmark_of_a_suite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _suite_campaign(tmp_path)
+    code, out, err = run_main(["plan", str(folder), "--effect-pct", "10"], capsys)
+    assert (code, err) == (0, ""), err
+    assert "decide regions, 4 members (the metric and every benchmark)" in out
+    lines = [x.split() for x in (folder / "r000" / "measurements.jsonl").read_text().split()]
+    assert lines  # the folder is what plan read
+    rows = {r.split()[1]: r.split() for r in out.splitlines() if r.startswith("region ")}
+    assert list(rows) == ["noisy", "middle", "steady"]  # noisiest first
+    docs = [
+        json.loads(x)
+        for f in ("r000", "r001")
+        for x in (folder / f / "measurements.jsonl").read_text().split()
+    ]
+    for name in SUITE_SPREADS:
+        per_attempt = []
+        for attempt in range(2):
+            part = docs[attempt * 24 : (attempt + 1) * 24]
+            value = {(d["side"], d["repetition"]): d["breakdown"]["all"][name] for d in part}
+            per_attempt.append(
+                np.var(
+                    [math.log(value["baseline", r] / value["candidate", r]) for r in range(12)],
+                    ddof=1,
+                )
+            )
+        sd = math.sqrt(float(np.mean(per_attempt)))  # equal pairs per attempt: the plain mean
+        assert float(rows[name][2]) == pytest.approx(sd, abs=1e-4)
+        expected = fixed_pairs(math.log(1.1) - GATE, sd, 0.8, "student_t", 0.95, 5, family_size=4)
+        assert rows[name][4] == str(expected)
+
+
+def test_a_priced_member_is_regressed_as_often_as_promised() -> None:
+    """The pairs plan gives a member of a family of 13 for 80% power, against the verdicts of
+    assess's own family rule on simulated suites (normal log-ratios, 10% slower)."""
+    import polars as pl
+
+    from pipeline.assessment.family import family_intervals, verdict_rule
+
+    sd, m = 0.1, 13
+    n = fixed_pairs(math.log(1.1) - GATE, sd, 0.8, "student_t", 0.95, 5, family_size=m)
+    alone = fixed_pairs(math.log(1.1) - GATE, sd, 0.8, "student_t", 0.95, 5)
+    assert n is not None and alone is not None and n > alone  # alpha / 13 costs pairs
+
+    def regressed(pairs: int, seed: int) -> float:
+        x = np.random.default_rng(seed).normal(-math.log(1.1), sd, size=(pairs, 20_000))
+        got = family_intervals(x, m, 0.95)
+        frame = pl.DataFrame({"low": got.low, "high": got.high})
+        verdicts = frame.select(verdict_rule(pl.lit(1.0), pl.lit(1.0)))[:, 0]
+        return float(np.mean((verdicts == "regressed").to_numpy()))
+
+    assert regressed(n, 1) >= 0.79
+    assert regressed(int(0.8 * n), 2) <= 0.77

@@ -386,25 +386,23 @@ def _sequential_head(result: Plan) -> list[str]:
 
 @render.register(Plan)
 def plan(result: Plan) -> str:
-    """`plan`: one line per quantity and gain."""
+    """`plan`: one line per quantity and gain (decide regions: per member and change)."""
     from pipeline.study.plan import LIMIT, POWERS
 
-    out = [
-        f"campaign {result.campaign_id}: interval {result.interval}, gate "
-        f"{result.gate_pct:g} % (metric), confidence {result.confidence:g}, min_pairs "
-        f"{result.min_pairs}",
-        *_sequential_head(result),
-        "",
-        f"{'quantity':<28} {'spread':>7} {'gain':>6} "
-        + " ".join(f"{'fixed ' + format(p, '.0%'):>10}" for p in POWERS)
-        + f" {'seq power':>10} {'seq mean':>9} {'seq p90':>8}",
+    labels = [
+        r.spread.quantity
+        if r.spread.quantity == "metric"
+        else f"{r.spread.quantity} {r.spread.name}"
+        for r in result.rows
     ]
-    for row in result.rows:
-        label = (
-            row.spread.quantity
-            if row.spread.quantity == "metric"
-            else (f"{row.spread.quantity} {row.spread.name}")
-        )
+    width = max(28, *(len(x) for x in labels)) if result.family_size else 28
+    out = [_plan_head(result), *_sequential_head(result), ""]
+    out.append(
+        f"{'quantity':<{width}} {'spread':>7} {'change' if result.family_size else 'gain':>6} "
+        + " ".join(f"{'fixed ' + format(p, '.0%'):>10}" for p in POWERS)
+        + f" {'seq power':>10} {'seq mean':>9} {'seq p90':>8}"
+    )
+    for label, row in zip(labels, result.rows, strict=True):
         seq = (
             ""
             if math.isnan(row.sequential_power)
@@ -414,7 +412,7 @@ def plan(result: Plan) -> str:
             )
         )
         out.append(
-            f"{label[:28]:<28} {row.spread.sd:>7.4f} {row.effect_pct:>5g}% "
+            f"{label[:width]:<{width}} {row.spread.sd:>7.4f} {row.effect_pct:>5g}% "
             + " ".join(f"{_pairs(row.fixed[p]):>10}" for p in POWERS)
             + seq
         )
@@ -426,4 +424,27 @@ def plan(result: Plan) -> str:
         "fixed: pairs of a fixed round for that power; never: the gain does not clear the "
         f"gate (or needs over {LIMIT:,} pairs)",
     ]
+    if result.family_size:
+        out.append(
+            "decide regions: a change of that size, either way, called improved (clears the "
+            "gate) or regressed (clears the margin) by the member's simultaneous interval; the "
+            "round stops when every member is decided, so it needs at least the largest of "
+            "these"
+        )
     return "\n".join(out) + "\n"
+
+
+def _plan_head(result: Plan) -> str:
+    """The campaign's policy as the plan reads it (decide regions: the family's)."""
+    if result.family_size:
+        return (
+            f"campaign {result.campaign_id}: decide regions, {result.family_size} members "
+            f"(the metric and every benchmark) decided together, Bonferroni Student-t; gate "
+            f"{result.gate_pct:g} % (improved), margin {result.margin_pct:g} % (regressed), "
+            f"confidence {result.confidence:g}, min_pairs {result.min_pairs}"
+        )
+    return (
+        f"campaign {result.campaign_id}: interval {result.interval}, gate "
+        f"{result.gate_pct:g} % (metric), confidence {result.confidence:g}, min_pairs "
+        f"{result.min_pairs}"
+    )

@@ -23,6 +23,15 @@ Sequential (``round --until-decided``, its plan: looks every 2 pairs from 6 up t
 a small simulation of normal log-ratios with that spread and gain, stopped by the round's own
 rules (``assess.sequential``'s boundary for PASS, its ``futile`` for futility, else the maximum),
 gives the power at that maximum and the pairs used: mean and 90th percentile.
+
+A campaign that decides every benchmark (``decide: regions``) prices every member of the
+family instead: the metric and every raw region (each benchmark), ``m`` of them. A member is
+decided when its simultaneous interval (``pipeline.assessment.family``: Bonferroni Student-t at
+``alpha / m``) clears the gate (improved) or the margin (regressed): a change of ``e`` percent is
+priced by the harder of the two claims, ``shift = ln(1 + e) - ln(max(gate, margin))``, with
+``k(n) = t_{n-1}(1 - alpha / (2 m))``; the sequential columns use the boundary at ``1 - alpha /
+m`` (``family.critical_value``) with the same futility rule. The round stops when every member is
+decided, so a member's pairs are the least the round needs.
 """
 
 from __future__ import annotations
@@ -79,6 +88,10 @@ class Plan:
     max_pairs: int
     rows: list[PlanRow]
     refusal: str | None = None  # why this campaign's rounds refuse --until-decided, if they do
+    family_size: int | None = None
+    """decide regions: the members priced together (metric and benchmarks); None: the metric
+    and the declared quantities, each at its own confidence."""
+    margin_pct: float | None = None
 
 
 # -- the spread measured so far ---------------------------------------------------------------
@@ -103,7 +116,47 @@ def measured_spreads(folder: Path) -> tuple[dict, list[Spread]]:
     inputs = quantities.Inputs(campaigns=campaigns.lazy(), **{n: tables[n].lazy() for n in names})
     pairs = quantities.pair_frames(inputs).pairs
     policy = campaigns.row(0, named=True)
+    if decides_regions(policy):
+        return policy, _pooled_family(pairs)
     return policy, _pooled(pairs, tables["expectations"])
+
+
+def decides_regions(policy: dict) -> bool:
+    """The campaign decides every benchmark (policy ``decide: regions``)."""
+    from pipeline.assessment.family import DECIDES_REGIONS
+
+    return policy.get("decide") == DECIDES_REGIONS
+
+
+def _pool(x: pl.DataFrame) -> pl.DataFrame:
+    """Per (quantity, name): the within-attempt spread pooled over attempts, pairs, attempts."""
+    return (
+        x.group_by("quantity", "name", "attempt_id")
+        .agg(pl.len().alias("n"), pl.col("x").var(ddof=1).alias("v"))
+        .filter(pl.col("n") >= 2)
+        .group_by("quantity", "name")
+        .agg(
+            ((pl.col("v") * (pl.col("n") - 1)).sum() / (pl.col("n") - 1).sum()).sqrt().alias("sd"),
+            pl.col("n").sum().alias("n_pairs"),
+            pl.len().alias("n_attempts"),
+        )
+    )
+
+
+def _spreads(per: pl.DataFrame) -> list[Spread]:
+    rows = per.iter_rows(named=True)
+    return [
+        Spread(r["quantity"], r["name"], float(r["sd"]), int(r["n_pairs"]), int(r["n_attempts"]))
+        for r in rows
+    ]
+
+
+def _pooled_family(pairs: pl.DataFrame) -> list[Spread]:
+    """decide regions: the metric, then every raw region (benchmark), noisiest first."""
+    from pipeline.assessment.family import MEMBERS
+
+    per = _pool(pairs.filter(pl.col("x").is_finite() & pl.col("quantity").is_in(MEMBERS)))
+    return _spreads(per.sort(pl.col("quantity") != "metric", -pl.col("sd"), "name"))
 
 
 def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
@@ -121,52 +174,51 @@ def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
     wanted = kinds.join(declared, on="target").select("quantity", "name")
     finite = pairs.filter(pl.col("x").is_finite())
     chosen = finite.join(wanted, on=["quantity", "name"], how="semi")
-    per = (
-        pl.concat([finite.filter(pl.col("quantity") == "metric"), chosen])
-        .group_by("quantity", "name", "attempt_id")
-        .agg(pl.len().alias("n"), pl.col("x").var(ddof=1).alias("v"))
-        .filter(pl.col("n") >= 2)
-        .group_by("quantity", "name")
-        .agg(
-            ((pl.col("v") * (pl.col("n") - 1)).sum() / (pl.col("n") - 1).sum()).sqrt().alias("sd"),
-            pl.col("n").sum().alias("n_pairs"),
-            pl.len().alias("n_attempts"),
-        )
-    )
+    per = _pool(pl.concat([finite.filter(pl.col("quantity") == "metric"), chosen]))
     # a region compared normalized where there are reference regions: keep the evidence row
     normalized = per.filter(pl.col("quantity") == "region_normalized").select("name")
     per = per.filter(
         (pl.col("quantity") != "region") | ~pl.col("name").is_in(normalized["name"].implode())
     )
     order = {"metric": 0, "region": 1, "region_normalized": 1, "counter": 2}
-    rows = sorted(per.iter_rows(named=True), key=lambda r: (order[r["quantity"]], r["name"]))
-    return [
-        Spread(r["quantity"], r["name"], float(r["sd"]), int(r["n_pairs"]), int(r["n_attempts"]))
-        for r in rows
-    ]
+    rank = pl.col("quantity").replace_strict(order, return_dtype=pl.Int64)
+    return _spreads(per.sort(rank, "name"))
 
 
 # -- fixed rounds -----------------------------------------------------------------------------
-def critical(n: np.ndarray, method: str, confidence: float) -> np.ndarray:
+def critical(
+    n: np.ndarray, method: str, confidence: float, family_size: int | None = None
+) -> np.ndarray:
     """``k(n)``: the statistic a fixed round with ``n`` pairs must reach (module docstring),
-    as the interval method's registry entry gives it."""
+    as the interval method's registry entry gives it; with a ``family_size``, the Bonferroni
+    Student-t constant of a member of that family (contract §15)."""
+    if family_size is not None:
+        from scipy import stats
+
+        level = (1.0 - confidence) / (2 * family_size)
+        return np.asarray(stats.t.ppf(1 - level, np.asarray(n) - 1), dtype=np.float64)
     from pipeline.assessment.intervals import interval_method
 
     return interval_method(method).critical(np.asarray(n, dtype=np.float64), confidence)
 
 
 def fixed_power(
-    n: np.ndarray, shift: float, sd: float, method: str, confidence: float
+    n: np.ndarray,
+    shift: float,
+    sd: float,
+    method: str,
+    confidence: float,
+    family_size: int | None = None,
 ) -> np.ndarray:
     """Power of a fixed round of ``n`` pairs when the true mean log-ratio exceeds the gate by
-    ``shift`` (noncentral t)."""
+    ``shift`` (noncentral t); ``family_size``: of a member of that family (decide regions)."""
     from scipy import stats
 
     n = np.asarray(n, dtype=np.float64)
     if sd == 0:
         return np.where(shift > 0, 1.0, 0.0) * np.ones_like(n)
     ncp = shift * np.sqrt(n) / sd
-    k = critical(n, method, confidence)
+    k = critical(n, method, confidence, family_size)
     power = np.asarray(stats.nct.sf(k, n - 1, ncp), dtype=np.float64)
     # scipy's noncentral t gives NaN for a huge ncp (a spread of rounding noise, ~1e-17): there
     # the normal approximation is exact to the printed digits
@@ -174,23 +226,31 @@ def fixed_power(
 
 
 def fixed_pairs(
-    shift: float, sd: float, power: float, method: str, confidence: float, min_pairs: int
+    shift: float,
+    sd: float,
+    power: float,
+    method: str,
+    confidence: float,
+    min_pairs: int,
+    family_size: int | None = None,
 ) -> int | None:
     """Smallest n >= min_pairs whose power reaches ``power``; None when the gain does not
-    exceed the gate (no n will do) or more than LIMIT pairs would be needed."""
+    exceed the gate (no n will do) or more than LIMIT pairs would be needed. ``family_size``:
+    a member of a family of that size (its level is alpha / m, so it needs more pairs)."""
     from scipy import stats
 
     if shift <= 0:
         return None
     if sd == 0:
         return min_pairs
-    z = stats.norm.ppf(1 - (1 - confidence) / 2) + stats.norm.ppf(power)
+    level = (1 - confidence) / (family_size or 1)
+    z = stats.norm.ppf(1 - level / 2) + stats.norm.ppf(power)
     guess = (z * sd / shift) ** 2  # the normal approximation: the t needs a few pairs more
     low = max(min_pairs, int(guess * 0.8) - 2)
     if low > LIMIT:
         return None
     grid = np.arange(low, int(guess * 1.5) + 20)
-    hit = np.flatnonzero(fixed_power(grid, shift, sd, method, confidence) >= power)
+    hit = np.flatnonzero(fixed_power(grid, shift, sd, method, confidence, family_size) >= power)
     return int(grid[hit[0]]) if hit.size else None
 
 
@@ -253,20 +313,25 @@ def plan(
     gate_pct, min_pairs = float(policy["min_improvement_pct"]), int(policy["min_pairs"])
     rounds = until.plan_for({"min_pairs": min_pairs}, max_pairs)
     rng = np.random.Generator(np.random.PCG64(SEED))
+    family_size = len(spreads) if decides_regions(policy) else None
+    margin_pct = float(policy.get("margin_pct") or 1.0) if family_size else None
+    # a member claims a change beyond the gate (improved) or the margin (regressed): the harder
+    bar_pct = max(gate_pct, margin_pct or 0.0)
+    # a member's sequential boundary is the family's: the round's at level alpha / m
+    level = 1 - (1 - confidence) / (family_size or 1)
     rows = []
     for spread in spreads:
-        gate = 1 + gate_pct / 100 if spread.quantity == "metric" else 1.0
+        gate = 1 + (bar_pct if family_size or spread.quantity == "metric" else 0.0) / 100
         for effect in effects_pct:
             d = math.log(1 + effect / 100)
             shift = d - math.log(gate)
             fixed = {
-                p: fixed_pairs(shift, spread.sd, p, method, confidence, min_pairs) for p in POWERS
+                p: fixed_pairs(shift, spread.sd, p, method, confidence, min_pairs, family_size)
+                for p in POWERS
             }
             seq = (math.nan, math.nan, math.nan)
             if sequential_columns:
-                seq = sequential_pairs(
-                    d, gate, spread.sd, plan=rounds, confidence=confidence, rng=rng
-                )
+                seq = sequential_pairs(d, gate, spread.sd, plan=rounds, confidence=level, rng=rng)
             rows.append(PlanRow(spread, effect, fixed, *seq))
     return Plan(
         str(policy["campaign_id"]),
@@ -277,7 +342,9 @@ def plan(
         rounds.first_look,
         rounds.max_pairs,
         rows,
-        _refusal(policy),
+        refusal=_refusal(policy),
+        family_size=family_size,
+        margin_pct=margin_pct,
     )
 
 
