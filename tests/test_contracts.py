@@ -31,6 +31,7 @@ STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [
     ("attempt", ("declared_at",), "attempts", "declared_at"),
     ("attempt", ("started_at",), "attempts", "started_at"),
     ("attempt", ("mechanism_sha256",), "attempts", "mechanism_sha256"),
+    ("attempt", ("sequential_sha256",), "attempts", "sequential_sha256"),
     ("attempt", ("order_seed",), "attempts", "order_seed"),
     ("attempt", ("recorder",), "attempts", "recorder"),
     ("attempt", ("environment",), "attempts", "environment"),

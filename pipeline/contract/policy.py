@@ -67,3 +67,18 @@ def bound_problem(key: str, value: float) -> str | None:
     """Why a number is outside the bounds campaign.schema.json gives policy field ``key`` (so
     ingest and ``--what-if`` agree); None when inside."""
     return bounds("campaign", "policy", key).problem(value)
+
+
+SEQUENTIAL_PLAN = ("first_look", "look_every", "max_pairs")
+"""The fields of attempt.json's ``sequential`` object that plan the looks: the `sequential_t`
+interval's constant depends on them, so they are digested when the round starts
+(``sequential_sha256``); ``looks`` and ``stopped`` are written as the round goes."""
+
+
+def sequential_sha256(sequential: dict[str, Any]) -> str:
+    """sha256 of the plan's canonical form: the SEQUENTIAL_PLAN fields, sorted keys, compact
+    separators (``{"first_look":6,"look_every":2,"max_pairs":40}``)."""
+    plan = {key: sequential[key] for key in SEQUENTIAL_PLAN}
+    return hashlib.sha256(
+        json.dumps(plan, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()

@@ -30,7 +30,12 @@ from tqdm import tqdm
 
 from pipeline.contract.files import ReadMode
 from pipeline.contract.inert import printable
-from pipeline.contract.policy import POLICY_FIELDS, canonical_policy, with_defaults
+from pipeline.contract.policy import (
+    POLICY_FIELDS,
+    canonical_policy,
+    sequential_sha256,
+    with_defaults,
+)
 from pipeline.contract.schemas import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
@@ -254,6 +259,14 @@ def campaign_groups(
     return groups
 
 
+Stored = tuple[str, str | None, str | None]
+"""What the store keeps of an attempt across re-ingests: (inputs_sha256,
+mechanism_sha256_first_seen, sequential_sha256_first_seen)."""
+NO_PLAN = "none"
+"""sequential_sha256_first_seen of an attempt first seen without a plan (null is kept for
+attempts stored before plans were digested: their first plan is not known)."""
+
+
 @dataclass
 class _Campaign:
     """A campaign folder whose campaign.json is valid, compared with the store."""
@@ -261,7 +274,7 @@ class _Campaign:
     cid: str
     document: Document
     changed: bool  # campaign.json differs from the stored one
-    stored: dict[str, tuple[str, str | None]]  # attempt_id -> (inputs digest, first mechanism)
+    stored: dict[str, Stored]  # attempt_id -> what the store keeps of it
     attempts: list[Path]
     run: _Run  # what happened to it (kept per campaign: outcomes and issues in folder order)
 
@@ -420,10 +433,29 @@ def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.D
     for name, frame in fast_rows.items():
         merged = pl.concat([frame, slow_rows[name]]).sort("_pos", maintain_order=True)
         out[name] = merged.drop("_pos")
+    out["attempts"] = _with_pairs(out["attempts"], out["samples"])
     by_id = {(c.cid, files.folder.name): (c, files.folder) for c, files, _ in batch}
     for key, warning in _unmeasured(out, {k: folder for k, (_, folder) in by_id.items()}):
         by_id[key][0].run.warnings.append(warning)
     return out
+
+
+def _with_pairs(attempts: pl.DataFrame, samples: pl.DataFrame) -> pl.DataFrame:
+    """``n_pairs`` of each attempt: repetitions with an ok run on both sides (the plan's
+    integrity checks compare it with the looks)."""
+    pairs = (
+        samples.filter(pl.col("status") == "ok")
+        .group_by("campaign_id", "attempt_id", "repetition")
+        .agg(pl.col("side").n_unique().alias("sides"))
+        .filter(pl.col("sides") == 2)
+        .group_by("campaign_id", "attempt_id")
+        .agg(pl.len().cast(pl.Int64).alias("found"))
+    )
+    return (
+        attempts.join(pairs, on=["campaign_id", "attempt_id"], how="left")
+        .with_columns(n_pairs=pl.col("found").fill_null(0))
+        .drop("found")
+    )
 
 
 def attempt_tables(
@@ -481,16 +513,21 @@ def _campaign_outcome(store: Store, cid: str, changed: bool) -> Outcome:
     return "replaced" if store.partition_file("campaigns", cid).is_file() else "ingested"
 
 
-def _stored_attempts(store: Store, cid: str) -> dict[str, tuple[str, str | None]]:
-    """attempt_id -> (inputs_sha256, mechanism_sha256_first_seen), from this campaign only."""
+def _stored_attempts(store: Store, cid: str) -> dict[str, Stored]:
+    """attempt_id -> what the store keeps of it (``Stored``), from this campaign only."""
     if not store.partition_file("attempts", cid).is_file():
         return {}  # a new campaign: no scan to build
     frame = (
         store.scan("attempts", [cid])
-        .select("attempt_id", "inputs_sha256", "mechanism_sha256_first_seen")
+        .select(
+            "attempt_id",
+            "inputs_sha256",
+            "mechanism_sha256_first_seen",
+            "sequential_sha256_first_seen",
+        )
         .collect()
     )
-    return {a: (s, f) for a, s, f in frame.iter_rows()}
+    return {a: (s, m, p) for a, s, m, p in frame.iter_rows()}
 
 
 def _stored_source(store: Store, cid: str) -> str | None:
@@ -613,11 +650,16 @@ def _attempt_row(
     attempt: Document,
     mechanism: Document | None,
     n_lines: int,
-    stored: dict[str, tuple[str, str | None]],
+    stored: dict[str, Stored],
 ) -> dict[str, Any]:
     doc, attempt_id = attempt.data, files.folder.name
     actual = mechanism.sha256 if mechanism else None
     declared = doc.get("declared_at")
+    plan = doc.get("sequential")
+    plan_now = sequential_sha256(plan) if plan is not None else None
+    # null first plan: stored before plans were digested, so the plan seen now is the first known
+    plan_first = stored[attempt_id][2] if attempt_id in stored else None
+    plan_first = plan_first if plan_first is not None else (plan_now or NO_PLAN)
     # The first digest the store saw is kept (even "no mechanism"); a new attempt is seen now.
     return {
         "campaign_id": cid,
@@ -638,7 +680,10 @@ def _attempt_row(
         "order_seed": doc.get("order_seed"),
         "recorder": doc.get("recorder"),
         "environment": _json_text(doc.get("environment")),
-        **_sequential_columns(doc.get("sequential")),
+        **_sequential_columns(plan),
+        "sequential_sha256": doc.get("sequential_sha256"),
+        "sequential_sha256_actual": plan_now,
+        "sequential_sha256_first_seen": plan_first,
     }
 
 

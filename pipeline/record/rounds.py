@@ -43,7 +43,7 @@ from pipeline.contract.layout import (
     id_rule,
     valid_id,
 )
-from pipeline.contract.policy import policy_sha256
+from pipeline.contract.policy import policy_sha256, sequential_sha256
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingestion.validate import Document, validate_campaign, validate_document
 from pipeline.record import environment, until
@@ -489,7 +489,8 @@ def record_round(
         slots, extra = schedule(run.repetitions, seed), {}
     else:
         slots = block_schedule(plan.max_pairs // until.BLOCK, seed)
-        extra = {"sequential": until.sequential_object(plan, [], "interrupted")}
+        started = until.sequential_object(plan, [], "interrupted")
+        extra = {"sequential_sha256": sequential_sha256(started), "sequential": started}
     attempt = _create(request, attempt_id, number, seed, mechanism, extra)
     decider = None if plan is None else _Decider(plan, campaign, attempt, mechanism)
     total = len(slots) + 2 * run.warmup
