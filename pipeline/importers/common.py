@@ -4,9 +4,9 @@ lines, numbers with thousands separators, and exact unit conversion with Decimal
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import re
+import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -14,11 +14,25 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from pipeline.contract.files import GiB, InputFileError, read_regular
+from pipeline.contract.files import GiB, InputFileError, MiB, read_regular, size_text
 from pipeline.errors import ExitCode, ExplainError
 
 MAX_INPUT_BYTES = 2 * GiB
-"""Largest profiler export read whole (a text table or a compressed trace)."""
+"""Largest profiler export read (a text table, a trace, plain or as it decompresses when it is
+streamed)."""
+MAX_DECOMPRESSED_BYTES = 256 * MiB
+"""Largest JSON text a gzip-compressed file may decompress to when it is read whole (a trace
+the streaming reader cannot vouch for): parsing keeps about five bytes of Python objects per
+byte, and a 0.3 MB file of blanks decompresses to 300 MB, which took `import` to 1.3 GB."""
+MAX_SUITE_BYTES = 64 * MiB
+"""Largest suite results file (pytest-benchmark, Google Benchmark, pyperf), plain or
+decompressed, for `import` and for the recorder's {results} alike: a suite of 10,000 benchmarks
+with their statistics is about 10 MB; a 0.31 MB gzip file took the recorder to 685 MB."""
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of arrays and objects read (the formats need 5; deeper ones made Python's
+parser overflow its stack: an internal error, exit 4)."""
+FLOAT_MAX = Decimal(sys.float_info.max)
+"""The largest number the store holds (float64): a larger one is refused by its value."""
 
 
 class ImportFormatError(ExplainError):
@@ -173,11 +187,11 @@ Classifier = Callable[[list[str]], str | None]
 """Returns the kind of table a header row starts, or None when the row is no known header."""
 
 
-def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+def read_input(path: Path, limit: int = MAX_INPUT_BYTES, what: str = "a profiler file") -> bytes:
     """The bytes of one profiler file: a regular file (never a FIFO or a device, which would
     block or never end) of at most ``limit`` bytes."""
     try:
-        return read_regular(path, limit, "a profiler file")
+        return read_regular(path, limit, what)
     except InputFileError as exc:
         reason = exc.reason.removeprefix("is ") if exc.code == "not_a_file" else f"it {exc.reason}"
         raise fail(path, None, f"cannot read the file: {reason}") from None
@@ -185,23 +199,100 @@ def read_input(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
         raise fail(path, None, f"cannot read the file: {exc.strerror or exc}") from None
 
 
-def read_json(path: Path, encoding: str = "utf-8", **options: Any) -> Any:
-    """The JSON document of a file, gzip-compressed or not (the Kineto and suite formats);
-    ``options`` go to ``json.loads`` (e.g. ``parse_float=Decimal``)."""
-    raw = read_input(path)
-    if raw[:2] == b"\x1f\x8b":
+class _Refused(ValueError):
+    """A JSON value the importers refuse while parsing: the message says which and why."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        keys = [k for k, _ in pairs]
+        key = next(k for i, k in enumerate(keys) if k in keys[:i])
+        raise _Refused(f"key {quoted(key)} is written twice in one object (which one counts?)")
+    return found
+
+
+def _storable(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` (of a number's text) refusing a finite number larger than the store holds:
+    ``1e999999999`` made Decimal arithmetic overflow (an internal error, exit 4)."""
+
+    def checked(token: str) -> Any:
+        value = Decimal(token)
+        if value.is_finite() and value.copy_abs() > FLOAT_MAX:  # (abs() rounds: it overflows)
+            shown = token if len(token) <= 40 else token[:39] + "…"
+            raise _Refused(f"the number {shown} is larger than the store holds (float64, 1.8e308)")
+        return parse(token)
+
+    return checked
+
+
+def _inflated(raw: bytes, path: Path, chunk: int) -> Iterator[bytes]:
+    """The decompressed bytes of every gzip member of ``raw``, at most ``chunk`` at a time."""
+    rest = raw
+    while rest:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        pending = rest
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
+            while not inflater.eof and (pending or inflater.unconsumed_tail):
+                yield inflater.decompress(pending or inflater.unconsumed_tail, chunk)
+                pending = b""
+        except zlib.error as exc:
             raise fail(path, None, f"expected gzip-compressed JSON, got {exc}") from None
+        if not inflater.eof:
+            raise fail(path, None, "expected gzip-compressed JSON, got a truncated file")
+        rest = inflater.unused_data.lstrip(b"\x00")  # members may follow (and zero padding)
+
+
+def gunzip(raw: bytes, limit: int, path: Path) -> bytes:
+    """The decompressed bytes of a gzip file (every member), refused past ``limit`` bytes. The
+    size is counted first, a MiB at a time, so a small file that expands a thousandfold is
+    refused in constant memory; then it is decompressed once more, whole."""
+    size = 0
+    for part in _inflated(raw, path, MiB):
+        size += len(part)
+        if size > limit:
+            raise fail(
+                path, None, f"decompresses to more than {size_text(limit)}, the limit for this file"
+            )
+    return b"".join(_inflated(raw, path, 0))
+
+
+def read_json(
+    path: Path,
+    encoding: str = "utf-8",
+    *,
+    limit: int = MAX_INPUT_BYTES,
+    unzipped: int = MAX_DECOMPRESSED_BYTES,
+    what: str = "a profiler file",
+    **options: Any,
+) -> Any:
+    """The JSON document of a file, gzip-compressed or not (the Kineto and suite formats), at
+    most ``limit`` bytes as stored and ``unzipped`` once decompressed; ``options`` go to
+    ``json.loads`` (e.g. ``parse_float=Decimal``). Refused with a one-line error: nesting past
+    MAX_JSON_DEPTH, a key written twice in one object, a number past FLOAT_MAX."""
+    from pipeline.ingest.validate import nesting_depth
+
+    raw = read_input(path, limit, what)
+    if raw[:2] == b"\x1f\x8b":
+        raw = gunzip(raw, unzipped, path)
     try:
-        return json.loads(raw.decode(encoding), **options)
+        text = raw.decode(encoding)
     except UnicodeDecodeError:
         raise fail(path, None, "expected UTF-8 JSON, got undecodable bytes") from None
+    if nesting_depth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise fail(path, None, f"expected JSON nested at most {MAX_JSON_DEPTH} levels deep")
+    options["parse_float"] = _storable(options.get("parse_float", float))
+    options["parse_int"] = _storable(options.get("parse_int", int))
+    try:
+        return json.loads(text, object_pairs_hook=_unique, **options)
     except json.JSONDecodeError as exc:
         raise fail(
             path, exc.lineno, f"expected JSON, got {exc.msg} at column {exc.colno}"
         ) from None
+    except _Refused as exc:
+        raise fail(path, None, str(exc)) from None
+    except (RecursionError, ValueError) as exc:  # Python's digit limit of an integer, a stack
+        raise fail(path, None, f"expected JSON, got {type(exc).__name__}: {exc}") from None
 
 
 def read_text(path: Path) -> str:

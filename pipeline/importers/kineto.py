@@ -116,6 +116,12 @@ def _events(path: Path, doc: Any) -> list[Any]:
     return events
 
 
+MAX_TRACE_US = 2**62 // 1000
+"""The largest time (a ts or a dur) read, in microseconds: 2^62 ns, about 146 years, so that a
+start plus a duration stays within the 64-bit nanoseconds of the trace's columns (1e300 made
+an internal error, exit 4). The streaming reader's plain times (15 digits) are below it."""
+
+
 def _to_ns(value: Any, path: Path, index: int, name: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or value < 0:
         raise fail(
@@ -123,6 +129,14 @@ def _to_ns(value: Any, path: Path, index: int, name: str, key: str) -> int:
             None,
             f'traceEvents[{index}] ({quoted(name)}): field "{key}": expected microseconds >= 0, '
             f"got {json.dumps(value, default=str)}",
+        )
+    if value > MAX_TRACE_US:  # a start plus a duration must fit 64-bit nanoseconds
+        raise fail(
+            path,
+            None,
+            f'traceEvents[{index}] ({quoted(name)}): field "{key}": expected microseconds up '
+            f"to {MAX_TRACE_US} (2^62 ns, what the store's 64-bit times hold), got "
+            f"{json.dumps(value, default=str)[:40]}",
         )
     # µs with up to three decimals (what Kineto writes) are exact nanoseconds.
     return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))

@@ -39,6 +39,10 @@ from numpy.lib.stride_tricks import sliding_window_view
 from pipeline.contract.files import InputFileError, open_regular
 
 _TRIES = 16  # cuts tried in one buffer before the stream gives up on the file
+MAX_PIECE = 64 * 2**20
+"""Bytes read without an event boundary (or before ``traceEvents``) after which the stream gives
+up on the file: Kineto's events are far smaller, and 300 MB of blanks (a 0.3 MB gzip file) held
+whole took `import` to 1.3 GB. The whole reader then applies its own limits."""
 BLOCK = 2 * 2**20  # small pieces: less memory at once, and faster (they stay in cache)
 _KEY = b'"traceEvents"'
 
@@ -250,6 +254,8 @@ def _read(
     buffer = b""
     for block in blocks:  # up to the opening bracket of the array
         buffer += block
+        if len(buffer) > MAX_PIECE:
+            raise Unsure("no traceEvents array in the first bytes")
         at = buffer.find(_KEY)
         opening = buffer.find(b"[", at) if at >= 0 else -1
         if opening >= 0:
@@ -268,6 +274,8 @@ def _read(
     done = 0  # events before the buffer
     for block in blocks:
         events += block
+        if len(events) > MAX_PIECE:
+            raise Unsure("no event boundary")
         ascii_only = ascii_only and block.isascii()
         for tries, cut in enumerate(_cuts(events)):
             if tries == _TRIES:

@@ -30,7 +30,7 @@ from typing import Any
 
 from pipeline.errors import UsageError
 from pipeline.importers import SUITE_FORMATS, Imported, ImportOptions, InputFile
-from pipeline.importers.common import TIME_UNITS, fail, quoted, read_json
+from pipeline.importers.common import MAX_SUITE_BYTES, TIME_UNITS, fail, quoted, read_json
 
 STEP = "all"  # a flat breakdown is the one step "all" (contract §2.4)
 COUNTER_SEPARATOR = ":"  # counter "BENCHMARK:NAME"
@@ -48,7 +48,7 @@ WHAT = dict(
         strict=True,
     )
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 @dataclass
@@ -70,15 +70,30 @@ def _constant(token: str) -> Decimal:
 
 
 def load(path: Path) -> Any:
-    """The JSON document of ``path`` (gzip-compressed or not), numbers as exact Decimals."""
+    """The JSON document of ``path`` (gzip-compressed or not, at most MAX_SUITE_BYTES either
+    way), numbers as exact Decimals."""
     return read_json(
-        path, "utf-8-sig", parse_float=Decimal, parse_int=Decimal, parse_constant=_constant
+        path,
+        "utf-8-sig",
+        limit=MAX_SUITE_BYTES,
+        unzipped=MAX_SUITE_BYTES,
+        what="a results file",
+        parse_float=Decimal,
+        parse_int=Decimal,
+        parse_constant=_constant,
     )
 
 
+def _escaped(match: re.Match[str]) -> str:
+    char = ord(match.group())
+    return f"\\x{char:02x}" if char < 0x100 else f"\\u{char:04x}"
+
+
 def clean_name(text: str) -> str:
-    """The name as written, control characters escaped as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """The name as written, control characters escaped as ``\\xNN`` and lone surrogates (a
+    ``"\\udcff"`` escape in the file: no Unicode text, so no line could hold it) as
+    ``\\uDCFF``."""
+    return _CONTROL.sub(_escaped, text)
 
 
 def _number(value: Any) -> Decimal | None:
@@ -221,18 +236,36 @@ def _gbench(path: Path, doc: Any) -> list[Benchmark]:
 # ----------------------------------------------------------------------------------- pyperf
 
 
+def _metadata(path: Path, where: str, value: Any) -> dict[str, Any]:
+    """A pyperf metadata object ({} when absent); anything else is refused by name
+    (``"metadata": []`` was an internal error, exit 4)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise fail(path, None, f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _values(path: Path, name: str, run: dict[str, Any]) -> list[Any]:
+    values = run.get("values") or []
+    if not isinstance(values, list):
+        raise fail(path, None, f"benchmark {quoted(name)}: a run's values are not a list")
+    return values
+
+
 def _pyperf(path: Path, doc: Any) -> list[Benchmark]:
     if not isinstance(doc, dict) or "version" not in doc:
         raise fail(path, None, f"expected {WHAT['pyperf']}")
-    common: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
+    common = _metadata(path, "metadata", doc.get("metadata"))
     out = []
     for index, item in enumerate(_list(path, "pyperf", doc)):
         runs = item.get("runs") if isinstance(item, dict) else None
         if not isinstance(runs, list):
             raise fail(path, None, f'benchmarks[{index}]: expected an object with "runs"')
-        meta = {**common, **(item.get("metadata") or {})}
+        own = _metadata(path, f"benchmarks[{index}].metadata", item.get("metadata"))
+        meta = {**common, **own}
         name = _name(path, f"benchmarks[{index}].metadata.name", meta.get("name"))
-        values = [v for run in runs if isinstance(run, dict) for v in run.get("values") or []]
+        values = [v for run in runs if isinstance(run, dict) for v in _values(path, name, run)]
         if not values or not all(isinstance(v, Decimal) for v in values):
             raise fail(
                 path,
@@ -240,6 +273,9 @@ def _pyperf(path: Path, doc: Any) -> list[Benchmark]:
                 f"benchmark {quoted(name)}: expected numeric values "
                 "(a file of calibration runs only has none)",
             )
+        if not all(v.is_finite() for v in values):  # NaN made the median an internal error
+            bad = next(v for v in values if not v.is_finite())
+            raise fail(path, None, f"benchmark {quoted(name)}: a value is {bad}, not a time")
         unit = meta.get("unit", "second")
         median = statistics.median(values)
         if unit == "second":

@@ -190,10 +190,11 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _LONG_INTEGER = re.compile(r"-?\d+")
 
 
-def nesting_depth(text: str) -> int:
+def nesting_depth(text: str, limit: int = MAX_DEPTH) -> int:
     """Deepest nesting of arrays and objects in a JSON text (brackets inside strings do not
-    count), computed without recursion so any input can be measured."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
+    count), computed without recursion so any input can be measured; 0 when the text has too
+    few brackets to be nested deeper than ``limit``."""
+    if text.count("[") + text.count("{") <= limit:
         return 0  # cannot be deeper than the limit
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii")
     steps = np.where(np.isin(np.frombuffer(brackets, np.uint8), (ord("["), ord("{"))), 1, -1)

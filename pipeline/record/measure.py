@@ -223,11 +223,12 @@ def suite_fields(
             "measurement file may give only the metric"
         )
     results = folder / RESULTS_NAME
-    if not results.exists():
+    if not os.path.lexists(results):
         raise MeasureFailure(
             f"wrote no results file at ${RESULTS_VARIABLE} (write it to {RESULTS_PLACEHOLDER} in "
             f"the command, e.g. --benchmark-json={RESULTS_PLACEHOLDER} for pytest-benchmark)"
         )
+    _check_results(results)
     try:
         line, _ = import_line(
             options.suite,
@@ -240,6 +241,43 @@ def suite_fields(
     except ExplainError as exc:
         raise MeasureFailure(f"{options.suite} results: {exc}") from None
     return {k: line[k] for k in ("metric", "breakdown", "counters") if k in line}
+
+
+def _check_results(path: Path) -> None:
+    """The measurement file's rules for {results}: a regular file, not a link (the command
+    could point it anywhere), opened without blocking, at most the suite reader's limit."""
+    from pipeline.contract.files import open_regular, size_text
+    from pipeline.importers.common import MAX_SUITE_BYTES
+
+    try:
+        fd, size = open_regular(path, follow=False)
+    except InputFileError as exc:
+        raise MeasureFailure(f"${RESULTS_VARIABLE} {exc.reason}") from None
+    except OSError as exc:
+        raise MeasureFailure(f"${RESULTS_VARIABLE}: cannot read ({exc.strerror or exc})") from None
+    os.close(fd)
+    if size > MAX_SUITE_BYTES:
+        raise MeasureFailure(
+            f"${RESULTS_VARIABLE} is {size_text(size)}, more than the limit of "
+            f"{size_text(MAX_SUITE_BYTES)} for a results file"
+        )
+
+
+SHELL_SAFE = re.compile(r"[A-Za-z0-9_./+-]+")
+"""A path a shell reads as one word, unchanged: {results} is pasted into the command as it is."""
+
+
+def check_results_path(folder: Path) -> None:
+    """{results} is replaced by the run's results path as it is: a path holding a quote, a
+    blank or ``$(…)`` would be re-read by ``sh -c``. A usage error before anything runs (set
+    TMPDIR to a plain path, or write ``"$EXPLAIN_RESULTS"`` in the command)."""
+    path = str(folder / RESULTS_NAME)
+    if SHELL_SAFE.fullmatch(path) is None:
+        raise UsageError(
+            f"{RESULTS_PLACEHOLDER} would be {path!r}, which a shell would not read as one "
+            "plain word: set TMPDIR to a plain path (letters, digits, _ . / + -), or use "
+            f'"${RESULTS_VARIABLE}" in the command'
+        )
 
 
 def recorder_fields(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import shutil
 import signal
@@ -47,7 +48,12 @@ from pipeline.contract.policy import policy_sha256, sequential_sha256
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingestion.validate import Document, validate_campaign, validate_document
 from pipeline.record import environment, until
-from pipeline.record.measure import check_options, describe
+from pipeline.record.measure import (
+    RESULTS_PLACEHOLDER,
+    check_options,
+    check_results_path,
+    describe,
+)
 from pipeline.record.options import RunOptions
 from pipeline.record.order import (
     Side,
@@ -417,6 +423,24 @@ def _going(stop: str | None) -> str:
     return "go on" if stop is None else f"stop ({stop})"
 
 
+SCRATCH_PREFIX = "explain-round-"  # the runs' scratch folders, in the temporary directory
+
+
+def _run_folders(scratch: Path, settings: RunSettings) -> Iterator[Path]:
+    """The scratch folder of each run. One folder serves every run (cleared before each:
+    creating one per run cost milliseconds on a loaded disk), except with --counters
+    instructions, where each run gets its own (``run-000001``, …: the same length for both
+    sides) and the previous one is removed: cachegrind writes one file per process when that
+    process ends, so a file of an earlier run must never be in a later run's folder."""
+    if not settings.measure.instructions:
+        while True:
+            yield scratch / "run"
+    for index in itertools.count(1):
+        folder = scratch / f"run-{index:06d}"
+        yield folder
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _execute_runs(
     attempt: _Attempt,
     settings: RunSettings,
@@ -428,7 +452,7 @@ def _execute_runs(
     decider: _Decider | None = None,
 ) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
-    folder = scratch / "run"
+    folders = _run_folders(scratch, settings)
     with (
         (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log,
         LineAppender(attempt.folder / MEASUREMENTS_FILE) as measurements,
@@ -437,7 +461,7 @@ def _execute_runs(
         for side in warmup_sides(request.run.warmup):
             if side == "candidate":
                 attempt.candidate_starts()
-            result = execute(settings, side, -1, folder)
+            result = execute(settings, side, -1, next(folders))
             _log_run(log, "warm-up", side, result)
             watch.saw("warm-up", side, result)
             bar.update(1)
@@ -447,7 +471,7 @@ def _execute_runs(
                 break
             if slot.side == "candidate":
                 attempt.candidate_starts()
-            result = execute(settings, slot.side, slot.repetition, folder)
+            result = execute(settings, slot.side, slot.repetition, next(folders))
             lines.append(result.line(slot.side, slot.repetition, slot.order))
             measurements.append(lines[-1])
             _log_run(
@@ -478,6 +502,8 @@ def record_round(
         "candidate": split_command("--candidate-cmd", request.candidate_cmd),
     }
     check_options(run.measure, tracing=run.trace is not None, commands=list(commands.values()))
+    if any(RESULTS_PLACEHOLDER in word for words in commands.values() for word in words):
+        check_results_path(Path(tempfile.gettempdir()) / f"{SCRATCH_PREFIX}xxxxxxxx" / "run")
     mechanism = _mechanism(request, campaign)
     seed = random_seed() if run.order_seed is None else run.order_seed
     needs_file = campaign.data["metric"]["better"] == "higher"
@@ -502,7 +528,7 @@ def record_round(
         desc=f"round {attempt_id}",
         leave=False,
     )
-    scratch = Path(tempfile.mkdtemp(prefix="explain-round-"))
+    scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     watch = _Watch(attempt.folder / RUNS_LOG, _beside(bar, warn or (lambda text: None)))
     try:
         with bar, _sigterm_interrupts():

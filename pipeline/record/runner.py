@@ -240,6 +240,7 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
             )
         seconds = time.perf_counter() - clock
         finished = now()
+        measure.kill_group(process)  # what it left running must not run into the next run
     code = waited.code
     if code != 0:
         return RunResult(
@@ -249,6 +250,12 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
         values = _measured(settings, side, repetition, folder, seconds, waited)
     except (_Outcome, MeasureFailure) as exc:
         return RunResult("failed", started, finished, reason=str(exc), stderr_tail=_tail(stderr))
+    except Exception as exc:  # a file the run wrote must cost that run only, never the round
+        reason = (
+            f"what the run wrote could not be read ({type(exc).__name__}: {exc}); a bug of "
+            "explain-pipeline: please report it with this file"
+        )
+        return RunResult("failed", started, finished, reason=reason, stderr_tail=_tail(stderr))
     return RunResult("ok", started, finished, **values)
 
 
