@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from pipeline.cli.common import command, declared_range
+from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.errors import ExitCode
 
 
@@ -25,11 +26,12 @@ from pipeline.errors import ExitCode
 @click.option(
     "--max-repetitions",
     type=declared_range("attempt", "sequential", "max_pairs"),
-    default=40,
-    show_default=True,
-    help="The --until-decided maximum the sequential columns simulate.",
+    default=None,
+    help="The --until-decided maximum the sequential columns simulate (default "
+    f"{SCHEDULE_DEFAULTS['max_pairs']}, or the first look when the campaign's min_pairs is "
+    "larger).",
 )
-def plan_command(folder: Path, effect_pct: str, max_repetitions: int) -> int:
+def plan_command(folder: Path, effect_pct: str, max_repetitions: int | None) -> int:
     """Price a comparison before running it: the pairs needed to detect given gains.
 
     From the spread of the pairs already recorded in the campaign FOLDER (the metric, and

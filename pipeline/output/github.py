@@ -8,7 +8,6 @@ import os
 from collections.abc import Mapping
 
 from pipeline.assessment.campaigns import AssessResult, gated_attempt
-from pipeline.errors import UsageError
 from pipeline.output.views import (
     Split,
     attempt_message,
@@ -92,7 +91,8 @@ def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str
 
 
 def append_summary(path: str, markdown: str) -> str | None:
-    """Append ``markdown`` to the job summary file; a warning to print when it is too large."""
+    """Append ``markdown`` to the job summary file; a warning to print when it is too large or
+    cannot be written."""
     data = markdown.encode("utf-8")
     if len(data) > SUMMARY_LIMIT:
         return (
@@ -102,8 +102,10 @@ def append_summary(path: str, markdown: str) -> str | None:
     try:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(markdown + ("" if markdown.endswith("\n") else "\n"))
-    except OSError as exc:
-        raise UsageError(
-            f"{path}: cannot append the job summary ($GITHUB_STEP_SUMMARY): {exc.strerror or exc}"
-        ) from None
+    except OSError as exc:  # the summary is a courtesy: the verdict, its exit code and the
+        # annotations must not depend on it (it turned a PASS gate into exit 2, unannotated)
+        return (
+            f"warning: {path}: cannot append the job summary ($GITHUB_STEP_SUMMARY): "
+            f"{exc.strerror or exc}; the verdict and its exit code are unchanged"
+        )
     return None

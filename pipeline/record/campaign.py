@@ -13,7 +13,7 @@ from pipeline.atomic import create_atomic, dump_json
 from pipeline.contract.declare import schema_id
 from pipeline.contract.layout import CAMPAIGN_FILE, id_rule, valid_id
 from pipeline.contract.policy import policy_sha256, with_defaults
-from pipeline.errors import UsageError
+from pipeline.errors import ExplainError, UsageError
 from pipeline.ingestion.validate import validate_document
 from pipeline.record import until
 from pipeline.record.options import RunOptions, ab_policy
@@ -121,7 +121,10 @@ def _price(folder: Path, final: FinalResult) -> dict[float, int | None] | None:
     rows = final.assess.assessments
     if rows.is_empty() or rows["verdict"][0] == "PASS" or not (rows["n_pairs"][0] or 0) >= 2:
         return None
-    priced = plan(folder, EFFECTS_PCT, sequential_columns=False)
+    try:
+        priced = plan(folder, EFFECTS_PCT, sequential_columns=False)
+    except ExplainError:  # no spread to price from (metrics of 1e-300 and 1e300: no log-ratio)
+        return None  # the verdict is printed all the same, without its price line
     return {r.effect_pct: r.fixed[0.8] for r in priced.rows if r.spread.quantity == "metric"}
 
 

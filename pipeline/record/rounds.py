@@ -507,6 +507,12 @@ def record_round(
     mechanism = _mechanism(request, campaign)
     seed = random_seed() if run.order_seed is None else run.order_seed
     needs_file = campaign.data["metric"]["better"] == "higher"
+    if needs_file and run.measure.metric_source == "cpu":  # every run would fail
+        raise UsageError(
+            "--metric-source cpu measures a time (lower is better), but the campaign's metric "
+            f"is better higher ({request.campaign_dir / 'campaign.json'}): the command must "
+            "write its metric to $EXPLAIN_MEASUREMENT"
+        )
     settings = RunSettings(commands, run.timeout, run.trace, needs_file, measure=run.measure)
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)

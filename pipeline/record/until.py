@@ -79,9 +79,14 @@ def check_campaign(policy: dict[str, Any], source: str) -> None:
         )
 
 
+def first_look(min_pairs: int) -> int:
+    """Repetitions at the first look: FIRST_LOOK, or min_pairs rounded up to a whole block."""
+    return max(FIRST_LOOK, BLOCK * math.ceil(min_pairs / BLOCK))
+
+
 def plan_for(policy: dict[str, Any], max_repetitions: int) -> Schedule:
     """The plan of a round with at most ``max_repetitions`` (a usage error when it cannot be)."""
-    first = max(FIRST_LOOK, BLOCK * math.ceil(int(with_defaults(policy)["min_pairs"]) / BLOCK))
+    first = first_look(int(with_defaults(policy)["min_pairs"]))
     spec = bounds("attempt", "sequential", "max_pairs")
     problem = spec.problem(max_repetitions)
     if problem is not None:
