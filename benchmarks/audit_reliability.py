@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -613,6 +614,315 @@ def kills_and_concurrency(audit: Audit, kills: int, concurrent: int, seed: int) 
     return figures
 
 
+# 5. issue 27: text from files at every output, hostile results files and traces, the stopping
+#    plan, instruction counts per run, the small ones
+RUNNER_COMMANDS = frozenset(
+    "error warning notice debug add-mask stop-commands group endgroup set-output save-state "
+    "add-matcher remove-matcher echo add-path set-env".split()
+)
+HOSTILE_NAMES = [
+    "x\n::error::injected",
+    "y\r::add-mask::secret",
+    "::stop-commands::tok",
+    "  ::warning::indented",
+    "a ##[error]legacy form",
+    "##[stop-commands]tok2",
+    "@octocat and https://example.com",
+]
+
+
+def runner_commands(output: str) -> list[str]:
+    """The lines a GitHub Actions runner executes (actions/runner ActionCommand: ``::name …::``
+    after a line's blanks, ``##[name …]`` anywhere), but the tool's own annotations."""
+    found = []
+    for line in re.split(r"\r\n|\r|\n", output):
+        trimmed = line.lstrip()
+        if re.match(r"::(error|notice|warning) title=explain-pipeline%3A ", trimmed):
+            continue
+        end = trimmed.find("::", 2) if trimmed.startswith("::") else -1
+        if end >= 0 and trimmed[2:end].split(" ")[0].lower() in RUNNER_COMMANDS:
+            found.append(line)
+            continue
+        start = line.find("##[")
+        close = line.find("]", start) if start >= 0 else -1
+        if close >= 0 and line[start + 3 : close].split(" ")[0].lower() in RUNNER_COMMANDS:
+            found.append(line)
+    return found
+
+
+def _hostile_campaign(root: Path) -> Path:
+    folder = write_campaign(
+        root,
+        "hostile",
+        created_at="2026-11-01T09:00:00Z",
+        metric={"name": "seconds", "better": "lower"},
+        policy={"decision": "paired", "resamples": 500},
+    )
+    lines = []
+    for rep in range(6):
+        for side, f in (("baseline", 1.0), ("candidate", 0.9)):
+            regions = {n: 0.001 * f * (1 + 0.01 * rep) for n in HOSTILE_NAMES}
+            counters = {f"c {n}": 100 * f for n in HOSTILE_NAMES}
+            lines.append({"side": side, "repetition": rep, "status": "ok",
+                          "metric": sum(regions.values()), "breakdown": {"s": regions},
+                          "counters": counters})  # fmt: skip
+    attempt = {"attempt_id": "r001", "round": 1, "candidate": "cand " + HOSTILE_NAMES[0],
+               "baseline": HOSTILE_NAMES[1], "status": "completed",
+               "started_at": "2026-11-01T10:00:00Z"}  # fmt: skip
+    write_attempt(folder, attempt, lines)
+    (folder / "::warning::folder ##[error]x").mkdir()
+    return folder
+
+
+class _Environment:
+    """Environment variables set for the commands run inside the block."""
+
+    def __init__(self, **values: str) -> None:
+        self.values, self.saved = values, {k: os.environ.get(k) for k in values}
+
+    def __enter__(self) -> None:
+        os.environ.update(self.values)
+
+    def __exit__(self, *exc: object) -> None:
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _inert_case(audit: Audit, store: Path, fmt: str) -> str | None:
+    summary = store.parent / f"summary-{fmt}.md"
+    junit = store.parent / f"junit-{fmt}.xml"
+    with _Environment(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary)):
+        done = audit.note(ep("assess", "hostile", "--store", str(store), "--format", fmt,
+                             "--junit", str(junit)))  # fmt: skip
+    problem = expect(done, 0)
+    found = runner_commands(done.out + done.err + summary.read_text() + junit.read_text())
+    return problem or (f"{len(found)} workflow command(s): {found[0]!r}" if found else None)
+
+
+def _import_case(audit: Audit, fmt: str, path: Path, needle: str) -> str | None:
+    done = audit.note(ep("import", fmt, str(path), "--side", "baseline", "--repetition", "0"))
+    problem = expect(done, 1, needle)
+    lines = done.err.strip().splitlines()
+    return problem or (None if len(lines) == 1 else f"{len(lines)} lines on stderr")
+
+
+def _bomb(path: Path, size: int, head: bytes, tail: bytes) -> Path:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    with path.open("wb") as out:
+        out.write(packer.compress(head))
+        for _ in range(size // 2**20):
+            out.write(packer.compress(b" " * 2**20))
+        out.write(packer.compress(tail) + packer.flush())
+    return path
+
+
+def _hostile_files(folder: Path) -> list[tuple[str, str, Path, str]]:
+    """(case, format, file, what the error says) of each hostile suite file and trace."""
+    folder.mkdir(parents=True)
+
+    def write(name: str, text: str) -> Path:
+        (folder / name).write_text(text)
+        return folder / name
+
+    bench = '{"name": "a", "fullname": "t.py::a", "stats": {"median": %s}}'
+    pyperf = '{"version": "1.0", "metadata": %s, "benchmarks": [{"metadata": {"name": "x"}, "runs": [{"values": %s}]}]}'  # noqa: E501
+    event = '{"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 1, "tid": 1, "ts": %s, "dur": %s}'
+    deep = "[" * 200_000 + "]" * 200_000
+    return [
+        ("suite nested 200,000 deep", "pytest-benchmark",
+         write("deep.json", '{"benchmarks": ' + deep + "}"), "nested at most 32"),
+        ("suite 1e999999999", "pytest-benchmark",
+         write("huge.json", '{"benchmarks": [' + bench % "1e999999999" + "]}"),
+         "larger than the store holds"),
+        ("suite repeated key", "pytest-benchmark",
+         write("repeated.json", '{"benchmarks": [], "benchmarks": [' + bench % "0.1" + "]}"),
+         "written twice"),
+        ("gbench 1e999999999", "gbench",
+         write("gbench.json", '{"context": {}, "benchmarks": [{"name": "BM", "real_time": '
+               '1e999999999, "time_unit": "ns"}]}'), "larger than the store holds"),
+        ("pyperf NaN value", "pyperf", write("nan.json", pyperf % ("{}", "[0.1, NaN]")),
+         "a value is NaN"),
+        ("pyperf metadata []", "pyperf", write("meta.json", pyperf % ("[]", "[0.1]")),
+         "metadata: expected an object"),
+        ("suite gzip bomb (0.07 MB -> 65 MiB)", "pytest-benchmark",
+         _bomb(folder / "bomb.json.gz", 65 * 2**20, b'{"benchmarks": [', b"]}"),
+         "decompresses to more than 64 MiB"),
+        ("trace ts 1e300", "kineto", write("ts.json", '{"traceEvents": [' + event % ("1e300", 1)
+                                          + "]}"), "expected microseconds up to"),
+        ("trace dur 10^30", "kineto", write("dur.json", '{"traceEvents": [' + event % (0, 10**30)
+                                           + "]}"), "expected microseconds up to"),
+        ("trace nested 200,000 deep", "kineto",
+         write("tdeep.json", '{"traceEvents": [' + deep + "]}"), "nested at most 32"),
+        ("trace gzip bomb (0.3 MB -> 300 MB)", "kineto",
+         _bomb(folder / "tbomb.json.gz", 300 * 2**20, b'{"traceEvents": [', b"]}"),
+         "decompresses to more than 256 MiB"),
+    ]  # fmt: skip
+
+
+RESULTS_WRITER = """
+import os, pathlib, sys
+side, rep = os.environ["EXPLAIN_SIDE"], int(os.environ["EXPLAIN_REPETITION"])
+good = '{"benchmarks": [{"name": "a", "fullname": "t.py::a", "stats": {"median": 0.001}}]}'
+target, bad = pathlib.Path(os.environ["EXPLAIN_RESULTS"]), pathlib.Path(sys.argv[1])
+if side == "candidate" and rep == 1:
+    target.symlink_to(bad) if bad.name == "link" else target.write_bytes(bad.read_bytes())
+else:
+    target.write_text(good)
+"""
+
+
+def _results_case(audit: Audit, bad: Path, reason: str) -> str | None:
+    base = audit.work / f"{audit.tried:04d}-results"
+    folder = base / "suite"
+    assert ep("campaign", "start", str(folder), "--metric", "s").code == 0
+    script = base / "writer.py"
+    script.write_text(RESULTS_WRITER)
+    command = shlex.join([sys.executable, str(script), str(bad)])
+    done = audit.note(ep("round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "3",
+                         "--warmup", "0", "--measure", "pytest-benchmark",
+                         "--baseline-cmd", command, "--candidate-cmd", command))  # fmt: skip
+    problem = expect(done, 0)
+    if problem:
+        return problem
+    if json.loads((folder / "r001" / "attempt.json").read_text())["status"] != "completed":
+        return "the attempt is not completed"
+    log = (folder / "r001" / "runs.log").read_text()
+    return None if reason in log else f"runs.log lacks {reason!r}"
+
+
+PLAN = {"first_look": 6, "look_every": 2, "max_pairs": 10}
+TAMPERED: list[tuple[str, dict[str, Any] | None, int, str]] = [
+    ("sequential deleted", None, 10, "sequential_missing"),
+    ("one look at 1,000 pairs", {**PLAN, "first_look": 1000, "max_pairs": 1000,
+                                 "looks": [10], "stopped": "max"}, 10,
+     "sequential_digest_mismatch"),
+    ("looks []", {**PLAN, "looks": [], "stopped": "max"}, 10, "sequential_looks_invalid"),
+    ("looks [10, 6, 0]", {**PLAN, "looks": [10, 6, 0], "stopped": "max"}, 10,
+     "sequential_looks_invalid"),
+    ("16 pairs under a plan ending at 10", {**PLAN, "looks": [6, 8, 10], "stopped": "max"}, 16,
+     "sequential_pairs_over_plan"),
+    ("first_look > max_pairs", {"first_look": 12, "look_every": 2, "max_pairs": 10,
+                                "looks": [10], "stopped": "max"}, 10, "sequential_plan_invalid"),
+]  # fmt: skip
+
+
+def _plan_case(
+    audit: Audit, sequential: dict[str, Any] | None, pairs: int, code: str, *, seal: bool
+) -> str | None:
+    """A round stopped at its maximum (plan digest recorded), then ``sequential`` replaced (None:
+    deleted); ``seal``: the digest recomputed to match, so only the consistency checks see it."""
+    from pipeline.contract.policy import sequential_sha256
+
+    base = audit.work / f"{audit.tried:04d}-plan"
+    folder = write_campaign(base / "attempts", "seq", created_at="2026-11-01T09:00:00Z",
+                            metric={"name": "seconds", "better": "lower"},
+                            policy={"decision": "paired", "interval": "sequential_t",
+                                    "resamples": 500})  # fmt: skip
+    original = {**PLAN, "looks": [6, 8, 10], "stopped": "max"}
+    attempt: dict[str, Any] = {"attempt_id": "r001", "round": 1, "candidate": "b",
+                               "baseline": "a", "status": "completed",
+                               "started_at": "2026-11-01T10:00:00Z",
+                               "sequential_sha256": sequential_sha256(original)}  # fmt: skip
+    if sequential is not None:
+        attempt["sequential"] = sequential
+        if seal:
+            attempt["sequential_sha256"] = sequential_sha256(sequential)
+    write_attempt(folder, attempt, runs(pairs, 0.98))
+    done = audit.note(ep("campaign", "final", str(folder), "--store", str(base / "store")))
+    return expect(done, 3, code)
+
+
+def _leftover_child_case(audit: Audit) -> str | None:
+    base = audit.work / f"{audit.tried:04d}-instructions"
+    command = shlex.join(["sh", "-c", "sleep 2 & exit 0"])
+    done = audit.note(ep("ab", command, command, "-n", "4", "--warmup", "1", "--counters",
+                         "instructions", "--keep", str(base), guard=600))  # fmt: skip
+    if done.code not in (0, 5):
+        return expect(done, 0)
+    path = next(base.rglob("measurements.jsonl"))
+    counts = [json.loads(x)["counters"]["instructions"] for x in path.read_text().split()]
+    spread = max(counts) / min(counts)
+    return None if spread <= 1.05 else f"instructions {min(counts)} .. {max(counts)}"
+
+
+def _small_cases(audit: Audit) -> None:
+    base = audit.work / "small"
+    script = base / "metric.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("import json, os, sys\nopen(os.environ['EXPLAIN_MEASUREMENT'], 'w')"
+                      ".write(json.dumps({'metric': float(sys.argv[1])}))\n")  # fmt: skip
+    a, b = (f"{sys.executable} {script} {v}" for v in ("1e-300", "1e300"))
+    audit.case("ab: metrics 1e-300 vs 1e300 print a verdict",
+               lambda: expect(audit.note(ep("ab", a, b, "-n", "5", "--warmup", "0")), 5,
+                              "verdict: INCONCLUSIVE"))  # fmt: skip
+    folder = write_campaign(base / "attempts", "big", created_at="2026-11-01T09:00:00Z",
+                            metric={"name": "s", "better": "lower"},
+                            policy={"decision": "paired", "min_pairs": 100})  # fmt: skip
+    write_attempt(folder, {"attempt_id": "r001", "round": 1, "candidate": "b", "baseline": "a",
+                           "status": "completed", "started_at": "2026-11-01T10:00:00Z"},
+                  runs(6))  # fmt: skip
+    audit.case(
+        "plan: min_pairs 100 without --max-repetitions",
+        lambda: expect(audit.note(ep("plan", str(folder))), 0, "from 100 to 100"),
+    )
+    store = base / "store"
+    ep("ingest", str(base / "attempts"), "--store", str(store))
+
+    def summary() -> str | None:
+        gate = ("assess", "big", "--store", str(store), "--gate")
+        plain = ep(*gate)
+        with _Environment(GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(base / "no" / "s.md")):
+            done = audit.note(ep(*gate))
+        return expect(done, plain.code or 0, "cannot append the job summary", "::")
+
+    audit.case("unwritable $GITHUB_STEP_SUMMARY: a warning, the gate's code", summary)
+    tput = base / "tput"
+    ep("campaign", "start", str(tput), "--metric", "t", "--better", "higher")
+    audit.case("--metric-source cpu --better higher: a usage error",
+               lambda: expect(audit.note(ep("round", str(tput), "--baseline", "a", "--candidate",
+                                            "b", "--baseline-cmd", "true", "--candidate-cmd",
+                                            "true", "--metric-source", "cpu")), 2,
+                              "--metric-source cpu measures a time"))  # fmt: skip
+
+
+def issue27(audit: Audit) -> None:
+    base = audit.work / "hostile-names"
+    _hostile_campaign(base / "attempts")
+    store = base / "store"
+    ingested = ep("ingest", str(base / "attempts"), "--store", str(store))
+    audit.case("ingest of hostile names prints no workflow command",
+               lambda: expect(ingested, 1) or ("; ".join(runner_commands(ingested.out
+                                                                          + ingested.err))
+                                                or None))  # fmt: skip
+    for fmt in ("table", "csv", "json", "markdown"):
+        audit.case(f"assess --format {fmt} of hostile names in GitHub Actions",
+                   partial(_inert_case, audit, store, fmt))  # fmt: skip
+    files = _hostile_files(audit.work / "hostile-files")
+    for name, fmt, path, needle in files:
+        audit.case(f"import: {name}", partial(_import_case, audit, fmt, path, needle))
+    link = files[0][2].with_name("link")
+    link.write_text('{"benchmarks": []}')
+    for name, bad, reason in (
+        ("nested 200,000 deep", files[0][2], "nested at most 32"),
+        ("1e999999999", files[1][2], "larger than the store holds"),
+        ("repeated key", files[2][2], "written twice"),
+        ("gzip bomb", files[6][2], "decompresses to more than 64 MiB"),
+        ("a link", link, "(a symbolic link)"),
+    ):
+        audit.case(f"round --measure: results {name}", partial(_results_case, audit, bad, reason))
+    for name, sequential, pairs, code in TAMPERED:
+        audit.case(f"stopping plan: {name}",
+                   partial(_plan_case, audit, sequential, pairs, code, seal=name not in
+                           ("sequential deleted", "one look at 1,000 pairs")))  # fmt: skip
+    if shutil.which("valgrind"):
+        audit.case("--counters instructions: a background child left running",
+                   partial(_leftover_child_case, audit))  # fmt: skip
+    _small_cases(audit)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10 kills, 8 concurrent runs")
@@ -620,7 +930,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=19)
     parser.add_argument(
         "--parts",
-        default="links,recorder,damaged,costs,crash",
+        default="links,recorder,damaged,issue27,costs,crash",
         help="which parts to run (comma-separated)",
     )
     args = parser.parse_args()
@@ -630,7 +940,12 @@ def main() -> None:
     started = time.perf_counter()
     try:
         audit = Audit(work)
-        for name, part in (("links", links), ("recorder", recorder), ("damaged", damaged)):
+        for name, part in (
+            ("links", links),
+            ("recorder", recorder),
+            ("damaged", damaged),
+            ("issue27", issue27),
+        ):
             if name in parts:
                 part(audit)
         if "costs" in parts:
