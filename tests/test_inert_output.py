@@ -316,3 +316,29 @@ def test_ab_and_runs_log_are_inert_with_hostile_names_from_a_real_command(
     log = next((tmp_path / "kept2").rglob("runs.log")).read_bytes().decode("utf-8")
     assert "\\udcff" in log
     assert runner_commands(log) == []
+
+
+@pytest.mark.slow
+def test_query_on_stdout_is_inert_and_a_file_keeps_the_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _campaign(tmp_path, HOSTILE)
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit):
+        main(["ingest", str(folder.parent), "--store", str(store)])
+    capsys.readouterr()
+    sql = "SELECT DISTINCT region FROM breakdown ORDER BY region"
+    for fmt in ("table", "csv", "json"):
+        with pytest.raises(SystemExit) as exc:
+            main(["query", sql, "--store", str(store), "--format", fmt])
+        out, err = capsys.readouterr()
+        assert exc.value.code == 0, err
+        assert runner_commands(out) == [], fmt
+        if fmt == "json":  # the same data, its own escapes
+            assert {r["region"] for r in json.loads(out)} == set(HOSTILE)
+    written = tmp_path / "regions.csv"
+    with pytest.raises(SystemExit):
+        main(["query", sql, "--store", str(store), "--format", "csv", "-o", str(written)])
+    with written.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert {r[0] for r in rows[1:]} == set(HOSTILE)  # a file is data: kept exactly

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import click
 
 from pipeline.cli.common import command, format_option, output_option, store_option
 from pipeline.errors import ExitCode, UsageError
-from pipeline.output.sinks import write_output
+from pipeline.output.sinks import is_stdout, write_output
 from pipeline.store.query import FORMATS, load_named_queries
 
 
@@ -56,7 +57,7 @@ def query_command(
     if fmt == "parquet" and output is None:
         raise UsageError("--format parquet needs -o FILE (or -o - for stdout: Parquet is binary)")
     text = sql if sql is not None else _named(name or "")
-    from pipeline.store.query import open_store, render, run_sql
+    from pipeline.store.query import open_store, run_sql
     from pipeline.store.tables import resolve_store_path
 
     frame = run_sql(open_store(resolve_store_path(store_path)), text, allow_files=allow_files)
@@ -65,11 +66,26 @@ def query_command(
         frame.write_parquet(buffer)
         data: str | bytes = buffer.getvalue()
     else:
-        data = render(frame, fmt)  # type: ignore[arg-type]
+        data = _shown(frame, fmt, on_screen=output is None or is_stdout(output))
     written = write_output(output, data)
     if written is not None:
         click.echo(f"wrote {frame.height} rows to {written}", err=True)
     return ExitCode.OK
+
+
+def _shown(frame: Any, fmt: str, *, on_screen: bool) -> str:
+    """The result as text. On stdout (a terminal, a CI log) free text follows the one rule of
+    pipeline.contract.inert (names may hold line breaks and workflow commands); a file written
+    with -o keeps the data exactly."""
+    from pipeline.store.query import render
+
+    if not on_screen:
+        return render(frame, fmt)  # type: ignore[arg-type]
+    from pipeline.contract.inert import inert_output
+    from pipeline.output.inert import inert_frame
+
+    shown = frame if fmt == "json" else inert_frame(frame)
+    return inert_output(render(shown, fmt), json=fmt == "json")  # type: ignore[arg-type]
 
 
 def _named(name: str) -> str:
