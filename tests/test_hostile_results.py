@@ -287,3 +287,21 @@ def test_gzip_members_and_padding_decompress_as_gzip_does(tmp_path: Path) -> Non
     for data in [b"", b"abc" * 1000, bytes(range(256)) * 5000]:
         members = gzip.compress(data) + gzip.compress(b"second")
         assert gunzip(members + b"\0" * 8, 10**9, tmp_path) == gzip.decompress(members)
+
+
+def test_a_lone_surrogate_in_a_trace_name_is_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1,
+         "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "reg\udcff", "pid": 1, "tid": 1, "ts": 1,
+         "dur": 50},
+    ]  # fmt: skip
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))  # json writes the escape \udcff
+    with pytest.raises(SystemExit) as exc:
+        main(["import", "kineto", str(path), "--side", "baseline", "--repetition", "0"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0, err  # before the fix: exit 4, UnicodeEncodeError
+    assert json.loads(out)["breakdown"]["step-0"] == {"reg\\udcff": 5e-05}

@@ -149,6 +149,15 @@ def _int_arg(args: Any, key: str) -> int | None:
     return value
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unicode(text: str) -> str:
+    """A lone surrogate (a ``"\\udcff"`` escape in the file: no Unicode text, which no column
+    and no line can hold; it was an internal error, exit 4) written as the escape ``\\udcff``."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _frame(path: Path, events: list[Any]) -> pl.DataFrame:
     """The complete (``ph: X``) events the importer uses, one row each, times in nanoseconds."""
     columns: dict[str, list[Any]] = {key: [] for key in EVENT_SCHEMA}
@@ -161,14 +170,14 @@ def _frame(path: Path, events: list[Any]) -> pl.DataFrame:
         cat = CAT_ALIASES.get(cat, cat)
         if cat not in CPU_CATS | GPU_CATS:
             continue
-        name = str(event.get("name", ""))
+        name = _unicode(str(event.get("name", "")))
         start = _to_ns(event.get("ts"), path, index, name, "ts")
         args = event.get("args")
         row = (
             index,
             cat,
             name,
-            f"{event.get('pid')}/{event.get('tid')}",
+            _unicode(f"{event.get('pid')}/{event.get('tid')}"),
             start,
             start + _to_ns(event.get("dur"), path, index, name, "dur"),
             _int_arg(args, "correlation"),
