@@ -114,3 +114,24 @@ def test_metric_source_cpu_in_a_better_higher_campaign_is_a_usage_error(
     assert "--metric-source cpu measures a time" in err
     assert sorted(p.name for p in folder.iterdir()) == ["campaign.json"]  # nothing ran
     assert json.loads((folder / "campaign.json").read_text())["metric"]["better"] == "higher"
+
+
+@pytest.mark.slow
+def test_round_until_decided_on_a_campaign_whose_min_pairs_is_above_the_default_maximum(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "attempts" / "big"
+    code, _, err = run_main(
+        ["campaign", "start", str(folder), "--metric", "s", "--decision", "paired",
+         "--interval", "sequential_t", "--min-pairs", "42"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_main(
+        ["round", str(folder), "--baseline", "a", "--candidate", "b", "--baseline-cmd", "true",
+         "--candidate-cmd", "true", "--warmup", "0", "--until-decided"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err  # before the fix: exit 2 on --max-repetitions 40, never given
+    plan = json.loads((folder / "r001" / "attempt.json").read_text())["sequential"]
+    assert (plan["first_look"], plan["max_pairs"]) == (42, 42)

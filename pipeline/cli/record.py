@@ -22,6 +22,7 @@ from pipeline.cli.common import (
     option_group,
     store_option,
 )
+from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.contract.policy import POLICY_DEFAULTS
 from pipeline.errors import ExitCode, UsageError
 from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
@@ -259,8 +260,9 @@ RUN_OPTIONS = [
         "--max-repetitions",
         type=declared_range("attempt", "sequential", "max_pairs"),
         default=RunOptions.max_repetitions,
-        show_default=True,
-        help="--until-decided: the most repetitions (even).",
+        help="--until-decided: the most repetitions (even; default "
+        f"{SCHEDULE_DEFAULTS['max_pairs']}, or the first look when the campaign's min_pairs is "
+        "larger).",
     ),
     click.option(
         "--measure",

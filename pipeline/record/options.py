@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.importers import ImportOptions
 from pipeline.record import DEFAULT_TIMEOUT
 from pipeline.record.measure import MeasureOptions
@@ -42,7 +41,9 @@ class RunOptions:
     trace: TraceOptions | None = None
     measure: MeasureOptions = MeasureOptions()
     until_decided: bool = False
-    max_repetitions: int = SCHEDULE_DEFAULTS["max_pairs"]  # with until_decided, not repetitions
+    max_repetitions: int | None = None
+    """With until_decided, not repetitions; None: SCHEDULE_DEFAULTS' max_pairs, or the first look
+    when the campaign's min_pairs is larger (until.plan_for)."""
 
 
 AB_POLICY: dict[str, Any] = {"decision": "paired", "interval": "student_t"}

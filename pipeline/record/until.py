@@ -84,9 +84,13 @@ def first_look(min_pairs: int) -> int:
     return max(FIRST_LOOK, BLOCK * math.ceil(min_pairs / BLOCK))
 
 
-def plan_for(policy: dict[str, Any], max_repetitions: int) -> Schedule:
-    """The plan of a round with at most ``max_repetitions`` (a usage error when it cannot be)."""
+def plan_for(policy: dict[str, Any], max_repetitions: int | None) -> Schedule:
+    """The plan of a round with at most ``max_repetitions`` (a usage error when it cannot be).
+    None: the schedule's default maximum, or the first look when the campaign's min_pairs puts
+    it later (min_pairs 100 failed on a --max-repetitions of 40 that nobody gave)."""
     first = first_look(int(with_defaults(policy)["min_pairs"]))
+    if max_repetitions is None:
+        max_repetitions = max(SCHEDULE_DEFAULTS["max_pairs"], first)
     spec = bounds("attempt", "sequential", "max_pairs")
     problem = spec.problem(max_repetitions)
     if problem is not None:

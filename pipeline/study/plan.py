@@ -301,8 +301,7 @@ def plan(
     sequential_columns: bool = True,
 ) -> Plan:
     """The plan of the campaign in ``folder`` (see the module docstring). ``max_pairs`` is the
-    --until-decided maximum to simulate; None: the schedule's default maximum, or the first look
-    when its min_pairs puts that later (min_pairs 100 failed on a maximum nobody gave)."""
+    --until-decided maximum to simulate (None: as ``until.plan_for`` chooses it)."""
     from pipeline.record import until
 
     policy, spreads = measured_spreads(folder)
@@ -313,8 +312,6 @@ def plan(
         )
     method, confidence = str(policy["interval"]), float(policy["confidence"])
     gate_pct, min_pairs = float(policy["min_improvement_pct"]), int(policy["min_pairs"])
-    if max_pairs is None:
-        max_pairs = max(SCHEDULE_DEFAULTS["max_pairs"], until.first_look(min_pairs))
     rounds = until.plan_for({"min_pairs": min_pairs}, max_pairs)
     rng = np.random.Generator(np.random.PCG64(SEED))
     family_size = len(spreads) if decides_regions(policy) else None
