@@ -342,3 +342,22 @@ def test_query_on_stdout_is_inert_and_a_file_keeps_the_data(
     with written.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     assert {r[0] for r in rows[1:]} == set(HOSTILE)  # a file is data: kept exactly
+
+
+def test_store_check_shows_a_hostile_file_name_on_one_inert_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _campaign(tmp_path, ["attention", "main"])
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit):
+        main(["ingest", str(folder.parent), "--store", str(store)])
+    odd = store / "samples" / "campaign_id=a\n::error::boom ##[add-mask]x"
+    odd.mkdir()
+    (odd / "data.parquet").write_text("not parquet")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["store", "check", "--store", str(store)])
+    out, _ = capsys.readouterr()
+    assert exc.value.code == 1
+    assert runner_commands(out) == []
+    assert len(out.splitlines()) == 2  # the problem on one line, then the summary

@@ -15,6 +15,7 @@ from typing import NoReturn
 import click
 
 from pipeline.cli.common import Group
+from pipeline.contract.inert import inert_lines
 from pipeline.errors import ExitCode, ExplainError
 from pipeline.version import __version__
 
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except ExplainError as exc:
-        click.echo(_inert_lines(f"error: {exc}"), err=True)
+        click.echo(inert_lines(f"error: {exc}"), err=True)
         sys.exit(int(exc.exit_code))
     except BrokenPipeError:
         sys.exit(ExitCode.OK)
@@ -132,21 +133,13 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("EXPLAIN_DEBUG"):
             raise
         click.echo(
-            _inert_lines(
+            inert_lines(
                 f"internal error: {type(exc).__name__}: {exc} (set EXPLAIN_DEBUG=1 for a traceback)"
             ),
             err=True,
         )
         sys.exit(ExitCode.INTERNAL)
     sys.exit(int(result) if isinstance(result, int) else ExitCode.OK)
-
-
-def _inert_lines(message: str) -> str:
-    """An error message, each of its lines inert (pipeline.contract.inert): it may quote a
-    name or a value read from a file."""
-    from pipeline.contract.inert import inert
-
-    return "\n".join(inert(line) for line in message.split("\n"))
 
 
 def show_click_error(exc: click.ClickException) -> None:

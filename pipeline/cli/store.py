@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pipeline.cli.common import group, store_option
+from pipeline.contract.inert import inert
 from pipeline.errors import ExitCode
 
 _EXIT_CODES = (  # what the common codes mean here; the list of every code follows in --help
@@ -50,8 +51,9 @@ def check_command(store_path: str | None) -> int:
             problems = store.problems()
     except StoreLinkError:  # the lock file itself is a link: reported with the rest, unlocked
         problems = store.problems()
-    for problem in problems:
-        click.echo(f"{problem}{'' if problem.repairable else ' (store repair cannot fix this)'}")
+    for problem in problems:  # a file name in the store is text from the disk: inert
+        note = "" if problem.repairable else " (store repair cannot fix this)"
+        click.echo(inert(f"{problem}{note}"))
     n = len(problems)
     click.echo(f"{store.root}: {'clean' if not n else f'{n} problem(s)'}")
     return ExitCode.REJECTED if n else ExitCode.OK
@@ -81,7 +83,7 @@ def repair_command(store_path: str | None) -> int:
     )
     problems = store.problems()
     for problem in problems:
-        click.echo(str(problem))
+        click.echo(inert(str(problem)))
     n = len(problems)
     click.echo(f"{store.root}: {'clean' if not n else f'{n} problem(s) left'}")
     return ExitCode.REJECTED if n else ExitCode.OK

@@ -61,3 +61,9 @@ def inert(text: str) -> str:
     """Free text from a file as the tool shows it: printable, and unable to start a workflow
     command wherever it is placed (see the module docstring)."""
     return inert_output(printable(text))
+
+
+def inert_lines(text: str) -> str:
+    """A message of several lines we composed (each may quote a name or a file's text): each
+    line inert, the line breaks between them kept."""
+    return "\n".join(inert(line) for line in text.split("\n"))
