@@ -144,8 +144,8 @@ def _to_ns(value: Any, path: Path, index: int, name: str, key: str) -> int:
 
 def _int_arg(args: Any, key: str) -> int | None:
     value = args.get(key) if isinstance(args, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+        return None  # (beyond 64 bits it is no correlation id or byte count Kineto writes)
     return value
 
 

@@ -140,7 +140,7 @@ def _threads(events: list[_Event]) -> pl.Series:
     """Each event's ``pid/tid`` as the whole reader prints it (``f"{pid}/{tid}"``)."""
     try:  # integers or null (CPU threads, as Kineto writes them): one cast to text
         ids = [pl.Series(list(map(get, events)), dtype=pl.Int64) for get in (_PID, _TID)]
-    except TypeError:  # a string or an integer beyond 64 bits
+    except (TypeError, OverflowError):  # a string or an integer beyond 64 bits
         return _threads_by_pair(list(map(_THREAD, events)))
     pid, tid = (
         i.cast(pl.String).fill_null("None") if i.has_nulls() else i.cast(pl.String) for i in ids
@@ -242,6 +242,8 @@ def read_events(
     try:
         return _read(path, cats, schema, block)
     except (Unsure, msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+    except OverflowError:  # an integer argument beyond 64 bits: the whole reader's rule
         return None
     except (InputFileError, OSError):  # the whole reading reports it
         return None
