@@ -54,7 +54,7 @@ from pipeline.ingestion.validate import (
     validate_attempt,
     validate_campaign,
 )
-from pipeline.store.integrity import integrity_errors
+from pipeline.store.integrity import NO_PLAN, integrity_errors
 from pipeline.store.tables import Store, Transaction
 
 Outcome = Literal["ingested", "replaced", "unchanged", "rejected"]
@@ -262,9 +262,6 @@ def campaign_groups(
 Stored = tuple[str, str | None, str | None]
 """What the store keeps of an attempt across re-ingests: (inputs_sha256,
 mechanism_sha256_first_seen, sequential_sha256_first_seen)."""
-NO_PLAN = "none"
-"""sequential_sha256_first_seen of an attempt first seen without a plan (null is kept for
-attempts stored before plans were digested: their first plan is not known)."""
 
 
 @dataclass

@@ -157,7 +157,9 @@ def _digest_missing(attempts: pl.LazyFrame) -> pl.LazyFrame:
 
 
 # -- the stopping plan (attempt.json's sequential object) ----------------------------------------
-NO_PLAN = "none"  # sequential_sha256_first_seen of an attempt first seen without a plan
+NO_PLAN = "none"
+"""sequential_sha256_first_seen of an attempt first seen without a plan (null is kept for
+attempts stored before plans were digested: their first plan is not known)."""
 STOPPED_AT_A_LOOK = [s for s in choices("attempt", "sequential", "stopped") if s != "interrupted"]
 """Why a round stops right after a look (all but `interrupted`): its last look is its pairs."""
 
