@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -108,6 +109,7 @@ def test_import_refuses_a_hostile_suite_file_in_one_line(
     assert exc.value.code == 1, err
     assert err.startswith(f"error: {path}: ") and message in err, err
     assert len(err.splitlines()) == 1 and out == ""
+    assert re.search(r" \[[a-z_]+\]$", err.rstrip()), err  # ingest's code for the rule
 
 
 def test_a_lone_surrogate_in_a_name_is_escaped_and_the_line_is_valid_utf8(

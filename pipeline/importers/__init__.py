@@ -292,8 +292,8 @@ def check_line(line: Mapping[str, Any]) -> None:
         return
     problems = check_document("measurement", parse_json(json.dumps(line)))
     if problems:
-        path, _, message = problems[0]
-        raise ImportFormatError(f'field "{field_name(path) or "(line)"}": {message}')
+        path, code, message = problems[0]
+        raise ImportFormatError(f'field "{field_name(path) or "(line)"}": {message} [{code}]')
 
 
 # ----------------------------------------------------------------------------------- writing out

@@ -42,9 +42,13 @@ class ImportFormatError(ExplainError):
     exit_code = ExitCode.REJECTED
 
 
-def fail(path: Path | str, line: int | None, message: str) -> ImportFormatError:
+def fail(
+    path: Path | str, line: int | None, message: str, code: str | None = None
+) -> ImportFormatError:
+    """``file:line: message [code]``; ``code`` is ingest's name for the same rule
+    (docs/ingest.md#validation) where there is one."""
     where = f"{path}:{line}" if line is not None else str(path)
-    return ImportFormatError(f"{where}: {message}")
+    return ImportFormatError(f"{where}: {message}" + (f" [{code}]" if code else ""))
 
 
 def quoted(text: str, limit: int = 80) -> str:
@@ -202,13 +206,20 @@ def read_input(path: Path, limit: int = MAX_INPUT_BYTES, what: str = "a profiler
 class _Refused(ValueError):
     """A JSON value the importers refuse while parsing: the message says which and why."""
 
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     found = dict(pairs)
     if len(found) != len(pairs):
         keys = [k for k, _ in pairs]
         key = next(k for i, k in enumerate(keys) if k in keys[:i])
-        raise _Refused(f"key {quoted(key)} is written twice in one object (which one counts?)")
+        raise _Refused(
+            f"key {quoted(key)} is written twice in one object (which one counts?)",
+            "duplicate_key",
+        )
     return found
 
 
@@ -220,7 +231,10 @@ def _storable(parse: Callable[[str], Any]) -> Callable[[str], Any]:
         value = Decimal(token)
         if value.is_finite() and value.copy_abs() > FLOAT_MAX:  # (abs() rounds: it overflows)
             shown = token if len(token) <= 40 else token[:39] + "…"
-            raise _Refused(f"the number {shown} is larger than the store holds (float64, 1.8e308)")
+            raise _Refused(
+                f"the number {shown} is larger than the store holds (float64, 1.8e308)",
+                "not_finite",
+            )
         return parse(token)
 
     return checked
@@ -252,7 +266,10 @@ def gunzip(raw: bytes, limit: int, path: Path) -> bytes:
         size += len(part)
         if size > limit:
             raise fail(
-                path, None, f"decompresses to more than {size_text(limit)}, the limit for this file"
+                path,
+                None,
+                f"decompresses to more than {size_text(limit)}, the limit for this file",
+                "too_large",
             )
     return b"".join(_inflated(raw, path, 0))
 
@@ -280,7 +297,9 @@ def read_json(
     except UnicodeDecodeError:
         raise fail(path, None, "expected UTF-8 JSON, got undecodable bytes") from None
     if nesting_depth(text, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-        raise fail(path, None, f"expected JSON nested at most {MAX_JSON_DEPTH} levels deep")
+        raise fail(
+            path, None, f"expected JSON nested at most {MAX_JSON_DEPTH} levels deep", "too_deep"
+        )
     options["parse_float"] = _storable(options.get("parse_float", float))
     options["parse_int"] = _storable(options.get("parse_int", int))
     try:
@@ -290,7 +309,7 @@ def read_json(
             path, exc.lineno, f"expected JSON, got {exc.msg} at column {exc.colno}"
         ) from None
     except _Refused as exc:
-        raise fail(path, None, str(exc)) from None
+        raise fail(path, None, str(exc), exc.code) from None
     except (RecursionError, ValueError) as exc:  # Python's digit limit of an integer, a stack
         raise fail(path, None, f"expected JSON, got {type(exc).__name__}: {exc}") from None
 

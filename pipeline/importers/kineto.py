@@ -137,6 +137,7 @@ def _to_ns(value: Any, path: Path, index: int, name: str, key: str) -> int:
             f'traceEvents[{index}] ({quoted(name)}): field "{key}": expected microseconds up '
             f"to {MAX_TRACE_US} (2^62 ns, what the store's 64-bit times hold), got "
             f"{json.dumps(value, default=str)[:40]}",
+            "out_of_range",
         )
     # µs with up to three decimals (what Kineto writes) are exact nanoseconds.
     return int((Decimal(value) * 1000).to_integral_value(ROUND_HALF_EVEN))

@@ -242,7 +242,9 @@ def _metadata(path: Path, where: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise fail(path, None, f"{where}: expected an object, got {type(value).__name__}")
+        raise fail(
+            path, None, f"{where}: expected an object, got {type(value).__name__}", "wrong_type"
+        )
     return value
 
 
@@ -275,7 +277,9 @@ def _pyperf(path: Path, doc: Any) -> list[Benchmark]:
             )
         if not all(v.is_finite() for v in values):  # NaN made the median an internal error
             bad = next(v for v in values if not v.is_finite())
-            raise fail(path, None, f"benchmark {quoted(name)}: a value is {bad}, not a time")
+            raise fail(
+                path, None, f"benchmark {quoted(name)}: a value is {bad}, not a time", "not_finite"
+            )
         unit = meta.get("unit", "second")
         median = statistics.median(values)
         if unit == "second":
