@@ -135,3 +135,28 @@ def test_round_until_decided_on_a_campaign_whose_min_pairs_is_above_the_default_
     assert code == 0, err  # before the fix: exit 2 on --max-repetitions 40, never given
     plan = json.loads((folder / "r001" / "attempt.json").read_text())["sequential"]
     assert (plan["first_look"], plan["max_pairs"]) == (42, 42)
+
+
+@pytest.mark.parametrize("length", [4096, 4097])
+def test_import_never_writes_a_name_ingest_would_reject(
+    length: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The line check's fast path tested names for being non-empty strings only: a region of
+    4,097 characters was written, then rejected by ingest as too_long."""
+    name = "n" * (length - len("t.py::"))
+    results = tmp_path / "results.json"
+    bench = {"name": name, "fullname": f"t.py::{name}", "stats": {"median": 0.001}}
+    results.write_text(json.dumps({"benchmarks": [bench]}))
+    out = tmp_path / "measurements.jsonl"
+    code, _, err = run_main(
+        ["import", "pytest-benchmark", str(results), "--side", "baseline", "--repetition", "0",
+         "-o", str(out)],
+        capsys,
+    )  # fmt: skip
+    if length > 4096:
+        assert code == 1 and not out.exists(), err
+        assert err.startswith(f"error: {results}: field ") and err.rstrip().endswith("[too_long]")
+    else:
+        assert code == 0, err
+        line = json.loads(out.read_text())
+        assert list(line["breakdown"]["all"]) == [f"t.py::{name}"]

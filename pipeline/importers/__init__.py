@@ -364,8 +364,14 @@ def import_line(
     if metric is not None and not (math.isfinite(metric) and metric > 0):
         raise UsageError(f"--metric {metric}: expected a finite number > 0")
     mapping = options.renames
-    imported = read_run(fmt, parse_inputs(arguments), options)
-    line = build_line(imported, side=side, repetition=repetition, metric=metric, renames=mapping)
+    inputs = parse_inputs(arguments)
+    imported = read_run(fmt, inputs, options)
+    try:
+        line = build_line(
+            imported, side=side, repetition=repetition, metric=metric, renames=mapping
+        )
+    except ImportFormatError as exc:  # the line's field and code, after the files it came from
+        raise ImportFormatError(f"{', '.join(str(i.path) for i in inputs)}: {exc}") from None
     for old in unused_renames(imported, mapping):
         imported.notes.append(
             f"--rename {old}=…: no step, region or counter is named {quoted(old)}"

@@ -548,11 +548,12 @@ def _ok_metric(metric: Any) -> bool:
 
 
 def _named(objects: list[Any]) -> bool:
-    """Dicts whose names are all non-empty strings (one pass over all the names)."""
+    """Dicts whose names are all non-empty strings of at most MAX_NAME_LENGTH characters (a
+    longer one passed here, so `import` wrote names ingest then rejected as too_long)."""
     return (
         all(type(values) is dict for values in objects)
         and set(map(type, chain.from_iterable(objects))) <= {str}
-        and "" not in set(chain.from_iterable(objects))
+        and _plain_names(set(chain.from_iterable(objects)))
     )
 
 
