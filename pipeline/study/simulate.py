@@ -440,6 +440,7 @@ def campaign_tables(
 
     from pipeline.contract.policy import canonical_policy, policy_sha256, with_defaults
     from pipeline.contract.schemas import table
+    from pipeline.store.integrity import NO_PLAN
     from pipeline.study.stored import campaign_bytes, mechanism_bytes
 
     cid = campaign_id(scenario, repetitions, noise)
@@ -477,6 +478,8 @@ def campaign_tables(
             ],
             "source_dir": [f"(calibrate, in memory)/{cid}/{a}" for a in ids],
             "order_seed": pl.Series([d.get("order_seed") for d in docs], dtype=pl.Int64),
+            "sequential_sha256_first_seen": NO_PLAN,  # fixed-n rounds: no stopping plan
+            "n_pairs": repetitions,  # every simulated run is ok
         }
     )
     policy = model.policy()
