@@ -46,7 +46,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.assessment.sequential import Schedule
-from pipeline.contract.declare import POLICY_DEFAULTS, SCHEDULE_DEFAULTS
+from pipeline.contract.declare import POLICY_DEFAULTS
 from pipeline.errors import UsageError
 
 EFFECTS_PCT = (2.0, 5.0, 10.0)
