@@ -3,6 +3,7 @@ campaigns written with pipeline/study/stored.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,10 @@ def attempts_dir(tmp_path: Path) -> Path:
     root = tmp_path / "attempts"
     write_example_campaign(root)
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_constant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The sequential_t constants computed by the tests (and the commands they start) are kept
+    in a folder of this test run, not in the user's cache (pipeline/assessment/boundary.py)."""
+    os.environ["EXPLAIN_CACHE_DIR"] = str(tmp_path_factory.mktemp("constant-cache"))

@@ -121,7 +121,7 @@ def test_json_has_comparisons_outcomes_and_errors(
 def test_csv_is_one_row_per_attempt(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(["assess", "c", "--store", str(store), "--format", "csv"], capsys)
     frame = pl.read_csv(io.StringIO(out))
-    digests = ("inputs_sha256", "campaign_sha256")
+    digests = ("inputs_sha256", "campaign_sha256", "boundary_recipe")
     readable = [c for c in table("assessments").names if c not in digests]
     assert code == 0 and frame.columns == readable
     assert frame["verdict"].to_list() == ["PASS", "FAIL"]
@@ -141,7 +141,11 @@ def test_bookkeeping_digests_only_when_asked(
     plain, asked = columns(), columns("--digests")
     assert "policy_sha256" in plain  # the policy's digest is not bookkeeping: people compare it
     assert "inputs_sha256" not in plain and "campaign_sha256" not in plain
-    assert [c for c in asked if c not in plain] == ["inputs_sha256", "campaign_sha256"]
+    assert [c for c in asked if c not in plain] == [
+        "inputs_sha256",
+        "campaign_sha256",
+        "boundary_recipe",
+    ]
 
 
 def test_what_if_is_labelled_counted_and_not_stored(

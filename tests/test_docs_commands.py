@@ -103,7 +103,12 @@ def user_environment(folder: Path) -> dict[str, str]:
         and k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}
     }
     venv = folder / ".venv"
-    return {**kept, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}:{kept.get('PATH', '')}"}
+    return {
+        **kept,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}:{kept.get('PATH', '')}",
+        "EXPLAIN_CACHE_DIR": os.environ.get("EXPLAIN_CACHE_DIR", ""),  # this test run's
+    }
 
 
 @dataclass(frozen=True)

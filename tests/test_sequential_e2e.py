@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import write_example_campaign
 from edge_campaign import CAMPAIGN, POLICY, write_edge_campaign
 from scipy import stats
 from test_edges_e2e import assessed, cli, comparison, ingest_and_assess, runs
@@ -186,3 +187,40 @@ def test_a_bad_sequential_object_is_rejected_with_file_line_and_field(
         f'{path}:18: field "sequential.stopped": must be one of pass, decided, futility, max, '
         'interrupted, got "done" [not_allowed]',
     ]
+
+
+def test_rows_of_another_constant_recipe_are_recomputed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed recipe of the sequential_t constant (as when it went from 100,000 sequences to
+    a million) makes the stored rows of sequential_t campaigns stale: the next assess computes
+    them again with today's constant; a percentile campaign beside them keeps its rows."""
+    from pipeline.assessment import boundary
+    from pipeline.assessment.campaigns import assess
+    from pipeline.ingestion.attempts import ingest
+    from pipeline.store.staleness import staleness
+    from pipeline.store.tables import Store
+
+    attempts = write_edge_campaign(tmp_path / "attempts")
+    _add_sequential(attempts)
+    write_example_campaign(tmp_path / "attempts", "plain", attempts=["r001"])
+    store = Store(tmp_path / "store")
+    assert ingest(tmp_path / "attempts", store).exit_code in (0, 1)
+    first = assess(store)
+    assert first.recomputed == first.assessments.height
+    assert assess(store).recomputed == 0
+    stored = store.read("assessments")
+    recipes = dict(zip(stored["campaign_id"], stored["boundary_recipe"], strict=True))
+    assert recipes == {CAMPAIGN: boundary.RECIPE, "plain": None}
+    monkeypatch.setattr(boundary, "RECIPE", "pcg64-0-100000-linear-6")
+    state = staleness(store.read("attempts"), stored, store.read("campaigns"))
+    problems = dict(zip(state["campaign_id"], state["problem"], strict=False))
+    assert problems == {
+        CAMPAIGN: "assessed with another sequential_t constant recipe",
+        "plain": None,
+    }
+    again = assess(store)
+    assert (
+        again.recomputed
+        == again.assessments.filter(again.assessments["campaign_id"] == CAMPAIGN).height
+    )

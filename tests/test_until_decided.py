@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
+from scipy import stats
 
 from pipeline.assessment import sequential
 from pipeline.assessment.campaigns import assess
@@ -194,3 +195,79 @@ def test_an_interrupted_round_says_interrupted_and_keeps_its_looks(
     assert document["status"] == "aborted"
     assert document["sequential"]["stopped"] == "interrupted"
     assert ingest(folder, Store(tmp_path / "store")).issues == []
+
+
+# -- the edges (issue 28) -------------------------------------------------------------------------
+WORKLOAD = f"{sys.executable} {Path(__file__).with_name('record_workload.py')}"
+
+
+def test_a_round_that_reaches_its_maximum_with_a_failed_run_says_max(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Six repetitions at most, one look: the candidate of repetition 5 fails, so the look has 5
+    pairs. Before the fix the round was not recorded `max` (pairs were counted against the
+    maximum: `interrupted`, or `futility` at what was its last look) and its interval used
+    t(5), as if it had 6 pairs: narrower than student_t's."""
+    folder = start(tmp_path / "edge", capsys, *SEQUENTIAL)
+    args = round_args(
+        folder,
+        WORKLOAD,
+        f"{WORKLOAD} work=400000 fail=5:exit",  # slower: the look cannot PASS
+        "--until-decided",
+        "--max-repetitions",
+        "6",
+    )
+    code, out, _ = run_main(args, capsys)
+    assert code == 0, out
+    plan = attempt_json(folder / "r001")["sequential"]
+    assert (plan["looks"], plan["stopped"]) == ([5], "max")
+    assert "until decided: the maximum reached at 6 repetitions" in out
+    log = (folder / "r001" / "runs.log").read_text()
+    assert "  until decided: looks from 6 every 2 pairs, at most 6 repetitions, warm-up 0" in log
+    assert "repetitions 10" not in log
+    # the stored interval is student_t's at the 5 pairs there
+    store = Store(tmp_path / "store")
+    assert ingest(folder, store).issues == []
+    comparisons = assess(store, ["edge"]).comparisons
+    metric = comparisons.filter(comparisons["quantity"] == "metric").row(0, named=True)
+    lines = [json.loads(x) for x in (folder / "r001" / "measurements.jsonl").read_text().split()]
+    ok = {(x["side"], x["repetition"]): x["metric"] for x in lines if x["status"] == "ok"}
+    x = np.log([ok["baseline", r] / ok["candidate", r] for r in range(5)])
+    half = stats.t.ppf(0.975, 4) * x.std(ddof=1) / np.sqrt(5)
+    assert metric["n_pairs"] == 5 and metric["method"] == sequential.METHOD
+    np.testing.assert_allclose(
+        [metric["low"], metric["high"]], np.exp([x.mean() - half, x.mean() + half]), rtol=1e-12
+    )
+
+
+MECHANISM_UP = {
+    "schema": "explain-pipeline/mechanism/v1",
+    "hypothesis": "more iterations",
+    "expectations": [{"target": "counter", "name": "iterations", "expect": "increase"}],
+}
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["not_declared", "contradicted"])
+def test_a_round_that_can_never_pass_its_explanation_stops_for_futility(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], declared: bool
+) -> None:
+    """require_explanation: the candidate does a tenth of the work (its metric would PASS at
+    the first look), but no mechanism was declared, or the one declared (iterations increase)
+    is contradicted. Before the fix futility looked at the metric only, so the round ran to its
+    maximum though it could never PASS."""
+    folder = start(tmp_path / "expl", capsys, *SEQUENTIAL, "--require-explanation")
+    extra = ["--until-decided", "--max-repetitions", "10"]
+    if declared:
+        mechanism = tmp_path / "up.json"
+        mechanism.write_text(json.dumps(MECHANISM_UP))
+        extra += ["--mechanism-file", str(mechanism)]
+    args = round_args(folder, f"{WORKLOAD} work=2000000", f"{WORKLOAD} work=200000", *extra)
+    code, out, _ = run_main(args, capsys)
+    assert code == 0, out
+    explanation = "contradicted" if declared else "not_declared"
+    plan = attempt_json(folder / "r001")["sequential"]
+    assert (plan["looks"], plan["stopped"]) == ([6], "futility")
+    why = f"explanation {explanation}, where require_explanation needs explained"
+    assert f"until decided: PASS out of reach (futility: {why}) at 6 repetitions" in out
+    assert "look 1 at 6 pairs: " in (folder / "r001" / "runs.log").read_text()
+    assert f"stop (futility: {why})" in (folder / "r001" / "runs.log").read_text()

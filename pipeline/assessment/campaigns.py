@@ -32,7 +32,7 @@ from pipeline.contract.policy import (
 from pipeline.contract.schemas import OUTPUT_TABLES, table, tables
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, PolicyError, StoreError, UsageError
-from pipeline.store.staleness import staleness
+from pipeline.store.staleness import boundary_recipe, staleness
 from pipeline.store.tables import Store, Transaction, known_campaigns
 
 DEFAULT_BATCH = 2000
@@ -378,6 +378,7 @@ def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -
         *VERDICT_KEYS,
         "policy_sha256",
         pl.col("source_sha256").alias("campaign_sha256"),
+        boundary_recipe(),
     )
     lazy_attempts = attempts.lazy()
     frame = (

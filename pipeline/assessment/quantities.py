@@ -553,7 +553,7 @@ def intervals(summary: pl.DataFrame) -> pl.DataFrame:
                 if first_look is not None
                 else sequential.Schedule.single(int(n))
             )
-            critical = plan.boundary(float(confidence))
+            critical = plan.critical(float(confidence), int(n))
         result = method_intervals(
             x,
             method,

@@ -29,6 +29,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from pipeline.assessment import boundary as _boundary
+from pipeline.assessment.boundary import BOUNDARY_SEED, DECIMALS, SIMULATIONS  # noqa: F401 (API)
 from pipeline.assessment.intervals import METHODS
 from pipeline.contract.declare import SCHEDULE_DEFAULTS, bounds
 
@@ -39,27 +41,19 @@ BoolArray = npt.NDArray[np.bool_]
 """The interval method valid under early stopping (its registry entry says so)."""
 FIXED_N: tuple[str, ...] = tuple(m.name for m in METHODS.values() if not m.sequential)
 """The interval methods valid for one look at a planned n only (not under early stopping)."""
-SIMULATIONS = 100_000
-"""Simulated sequences behind ``c`` (its Monte Carlo standard error is about 0.01, which moves
-the error rate by under 0.1 percentage point)."""
-BOUNDARY_SEED = 0
-DECIMALS = 6
-"""``c`` is rounded to this many decimals: implementations that add in another order agree to
-the digit (their quantiles differ in the last bits only)."""
-_CHUNK = 10_000  # simulated sequences per block: bounds memory; the draws are the same
 FUTILITY_POWER = 0.05
 """A round whose predictive power of reaching the gate by ``max_pairs`` is below this stops
 (futility)."""
 
 PEEKING_FALSE_PASS: dict[str, float] = {
-    "percentile": 0.176,
-    "expanded_percentile": 0.112,
-    "student_t": 0.107,
+    "percentile": 0.169,
+    "expanded_percentile": 0.117,
+    "student_t": 0.109,
 }
 """False-PASS rate of peeking at a fixed-n interval method: looking after every block of 2 pairs
 from 6 to 40 pairs and stopping at the first PASS, when the true gain equals the gate (the
 worst case: a smaller true gain passes less often), in calibrate's default log-normal model
-(gate 1%). From ``explain-pipeline calibrate --sequential`` (2,000 attempts; the table is in
+(gate 1%). From ``explain-pipeline calibrate --sequential --attempts 20000`` (the table is in
 docs/calibration.md, and tests/test_sequential_study.py holds these figures to it). The same
 run gave ``sequential_t`` 2.4%."""
 
@@ -97,18 +91,23 @@ class Schedule:
         """The constant ``c`` of these looks (``boundary``)."""
         return boundary(self.first_look, self.look_every, self.max_pairs, confidence)
 
+    def critical(self, confidence: float, n: int) -> float:
+        """The constant of the interval at ``n`` pairs under these looks (``critical``)."""
+        return critical(self.first_look, self.look_every, self.max_pairs, confidence, n)
+
 
 def schedule(first_look: int, look_every: int, max_pairs: int) -> tuple[int, ...]:
     """Pairs at each planned look of ``Schedule(first_look, look_every, max_pairs)``."""
     return Schedule(first_look, look_every, max_pairs).looks
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def boundary(first_look: int, look_every: int, max_pairs: int, confidence: float) -> float:
     """The constant ``c`` of the schedule's looks ``n_1 < ... < n_K`` (see ``schedule``).
 
     K = 1: ``scipy.stats.t.ppf(1 - alpha / 2, n_1 - 1)``, the Student-t quantile, unrounded.
-    K >= 2, the recipe:
+    K >= 2: the pinned Monte Carlo of ``pipeline.assessment.boundary`` (a million simulated
+    sequences; looked up in the shipped table or this machine's cache before it is computed):
       rng = numpy.random.Generator(numpy.random.PCG64(BOUNDARY_SEED))
       z = rng.standard_normal((SIMULATIONS, max_pairs))   # row i: sequence i (may be drawn
                                                            # in blocks of rows: same numbers)
@@ -117,23 +116,29 @@ def boundary(first_look: int, look_every: int, max_pairs: int, confidence: float
       M = max over k of |t_k|    (per row)
       c = round(numpy.quantile(M, confidence, method="linear"), DECIMALS)
     """
-    looks = np.array(schedule(first_look, look_every, max_pairs))
+    looks = schedule(first_look, look_every, max_pairs)
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
     if len(looks) == 1:
-        from scipy import stats
+        return student_t_quantile(looks[0], confidence)
+    return _boundary.constant((first_look, look_every, max_pairs, confidence), looks)
 
-        return float(stats.t.ppf(1.0 - (1.0 - confidence) / 2, looks[0] - 1))
-    rng = np.random.Generator(np.random.PCG64(BOUNDARY_SEED))
-    largest = np.empty(SIMULATIONS)
-    starts = np.concatenate([[0], looks[:-1]])  # first draw of each stretch between looks
-    for first in range(0, SIMULATIONS, _CHUNK):
-        z = rng.standard_normal((min(_CHUNK, SIMULATIONS - first), max_pairs))
-        sums = np.cumsum(np.add.reduceat(z, starts, axis=1), axis=1)
-        squares = np.cumsum(np.add.reduceat(z * z, starts, axis=1), axis=1)
-        t = (sums / looks) / np.sqrt((squares - sums * sums / looks) / (looks - 1) / looks)
-        largest[first : first + len(z)] = np.abs(t).max(axis=1)
-    return round(float(np.quantile(largest, confidence, method="linear")), DECIMALS)
+
+def student_t_quantile(n: int, confidence: float) -> float:
+    """``scipy.stats.t.ppf(1 - alpha / 2, n - 1)``: the fixed-n interval's constant at n pairs."""
+    from scipy import stats
+
+    return float(stats.t.ppf(1.0 - (1.0 - confidence) / 2, n - 1))
+
+
+def critical(first_look: int, look_every: int, max_pairs: int, confidence: float, n: int) -> float:
+    """The constant of a ``sequential_t`` interval at ``n`` pairs under this plan: ``boundary``,
+    and never below the Student-t quantile of the ``n`` pairs there. At a planned look the two
+    agree (``c`` is at least every look's own quantile); a look with fewer pairs than planned
+    (failed runs, a round interrupted before its first look, a single-look plan of 6 with 5
+    pairs) is then as wide as a fixed-n interval of its pairs, never narrower."""
+    c = boundary(first_look, look_every, max_pairs, confidence)
+    return max(c, student_t_quantile(n, confidence)) if n >= 2 else c
 
 
 def predictive_powers(

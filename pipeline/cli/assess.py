@@ -52,7 +52,8 @@ from pipeline.errors import ExitCode, UsageError
 @click.option(
     "--digests",
     is_flag=True,
-    help="json, csv: also the bookkeeping columns inputs_sha256 and campaign_sha256.",
+    help="json, csv: also the bookkeeping columns inputs_sha256, campaign_sha256 and "
+    "boundary_recipe.",
 )
 @engine_options
 def assess_command(

@@ -19,7 +19,7 @@ PARTITION = "campaign_id"
 OUTPUT_TABLES = ("assessments", "comparisons", "outcomes", "benchmarks")
 """The tables `assess` writes (the others are written by ingest). `benchmarks` has a partition
 only for campaigns that decide regions (contract §15)."""
-BOOKKEEPING_COLUMNS = ("inputs_sha256", "campaign_sha256")
+BOOKKEEPING_COLUMNS = ("inputs_sha256", "campaign_sha256", "boundary_recipe")
 """Columns of `assessments` that record what an attempt was assessed from (to find stale rows);
 left out of what people read unless asked for."""
 

@@ -214,8 +214,11 @@ def sequential_line(result: RoundResult) -> str | None:
     row = result.decision
     verdict = f"; verdict there {verdict_text(row)}" if row is not None else ""
     repetitions = len({x["repetition"] for x in result.lines})
+    stop = STOPS[plan["stopped"]]
+    if result.stop_why:
+        stop = f"PASS out of reach (futility: {result.stop_why})"
     return (
-        f"until decided: {STOPS[plan['stopped']]} at {repetitions} repetitions "
+        f"until decided: {stop} at {repetitions} repetitions "
         f"(pairs at each look: {looks}; looks from {plan['first_look']} every "
         f"{plan['look_every']}, at most {plan['max_pairs']}){verdict}"
     )

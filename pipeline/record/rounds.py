@@ -110,6 +110,7 @@ class RoundResult:
     decision: dict[str, Any] | None = None  # --until-decided: the last look's assessments row
     warmup: int = 0  # warm-up runs per side
     warmup_ok: dict[Side, int] = field(default_factory=dict)  # of them, those that succeeded
+    stop_why: str | None = None  # --until-decided: why PASS is out of reach, when not the metric
 
     def count(self, side: Side, status: str) -> int:
         return sum(1 for x in self.lines if x["side"] == side and x["status"] == status)
@@ -311,12 +312,19 @@ def _log_run(log: TextIO, label: str, side: Side, result: RunResult, order: str 
 
 def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: RunSettings) -> None:
     doc = attempt.document
+    plan = doc.get("sequential")
+    length = (
+        f"until decided: looks from {plan['first_look']} every {plan['look_every']} pairs, at "
+        f"most {plan['max_pairs']} repetitions"
+        if plan
+        else f"repetitions {request.run.repetitions}"
+    )
     log.write(
         f"round {doc['round']} ({doc['attempt_id']}), {RECORDER}, started "
         f"{timestamp(now())}\n  baseline  {inert(request.baseline)}: "
         f"{inert(request.baseline_cmd)}\n"
         f"  candidate {inert(request.candidate)}: {inert(request.candidate_cmd)}\n"
-        f"  repetitions {request.run.repetitions}, warm-up {request.run.warmup} per side, "
+        f"  {length}, warm-up {request.run.warmup} per side, "
         f"order seed {doc['order_seed']}, timeout {_seconds(request.run.timeout)}, "
         f"cwd {inert(str(settings.cwd))}\n"
         f"  measured by {describe(request.run.measure)}\n"
@@ -398,6 +406,7 @@ class _Decider:
             self.mechanism,
             self.looks,
             _pairs(lines),
+            repetitions,
         )
         self.looks.append(found.pairs)
         self.last = found
@@ -407,7 +416,7 @@ class _Decider:
         )
         log.write(
             f"{timestamp(now())}  look {len(self.looks)} at {found.pairs} pairs: "
-            f"{verdict}; {_going(found.stop)} (look took "
+            f"{verdict}; {_going(found.stop, found.why)} (look took "
             f"{time.perf_counter() - clock:.3f} s)\n"
         )
         log.flush()
@@ -419,8 +428,8 @@ class _Decider:
         self.attempt.write()
 
 
-def _going(stop: str | None) -> str:
-    return "go on" if stop is None else f"stop ({stop})"
+def _going(stop: str | None, why: str | None) -> str:
+    return "go on" if stop is None else f"stop ({stop}{': ' + why if why else ''})"
 
 
 SCRATCH_PREFIX = "explain-round-"  # the runs' scratch folders, in the temporary directory
@@ -566,6 +575,7 @@ def record_round(
         last.row if last is not None else None,
         request.run.warmup,
         dict(watch.warmups_ok),
+        last.why if last is not None else None,
     )
 
 

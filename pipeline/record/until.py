@@ -7,9 +7,13 @@ exactly as ``assess`` would assess it (``ingest.attempts.attempt_tables`` then
 ``assess.campaigns.assess_tables``), and the round stops:
 
 - ``pass``: the verdict is PASS (with ``require_explanation`` that already needs ``explained``);
-- ``futility``: ``assess.sequential.futile`` on the metric's log-ratios: PASS is out of reach by
-  the maximum (it only ever stops without PASS, so it cannot raise the false-PASS rate);
-- ``max``: the maximum number of repetitions is reached.
+- ``max``: the maximum number of repetitions is reached (also when failed runs left fewer pairs
+  than repetitions: the round has run all it may);
+- ``futility``: PASS is out of reach: ``assess.sequential.futile`` on the metric's log-ratios
+  (none while the metric has no ``sequential_t`` interval: too few pairs, or a vanished candidate
+  whose +inf pairs take another method), or, with ``require_explanation``, an explanation that
+  cannot become ``explained`` (``unexplainable``). Either only ever stops without PASS, so it
+  cannot raise the false-PASS rate.
 
 Only a campaign that freezes ``decision: paired`` and ``interval: sequential_t`` may do this:
 looking after every block at a fixed-n interval and stopping at its first PASS passes far more
@@ -110,6 +114,7 @@ class Look:
     pairs: int
     row: dict[str, Any]
     stop: Stopped | None
+    why: str | None = None  # a futility stop for the explanation: which one
 
 
 def look(
@@ -121,9 +126,10 @@ def look(
     mechanism: bytes | None,
     looks: list[int],
     pairs: int,
+    repetitions: int,
 ) -> Look:
-    """Assess the round so far (``pairs`` pairs; as completed, with this look added) and
-    decide."""
+    """Assess the round so far (``repetitions`` run, ``pairs`` of them paired; as completed,
+    with this look added) and decide."""
     from pipeline.assessment.campaigns import assess_tables
     from pipeline.ingestion.attempts import attempt_tables
     from pipeline.ingestion.validate import AttemptFiles
@@ -143,9 +149,30 @@ def look(
     row = assessed.assessments.row(0, named=True)
     if row["verdict"] == "PASS":
         return Look(pairs, row, "pass")
+    if repetitions >= plan.max_pairs:
+        return Look(pairs, row, "max")
+    if unexplainable(campaign, row):
+        why = f"explanation {row['explanation']}, where require_explanation needs explained"
+        return Look(pairs, row, "futility", why)
     if _futile(plan, campaign, row, assessed.comparisons):
         return Look(pairs, row, "futility")
-    return Look(pairs, row, "max" if pairs >= plan.max_pairs else None)
+    return Look(pairs, row, None)
+
+
+UNEXPLAINABLE = ("not_declared", "contradicted")
+"""Explanations that more pairs cannot turn into ``explained``: no mechanism was declared (it is
+saved before the round starts), or a declared expectation is contradicted. A contradicted
+``decrease``/``increase`` would need a later interval of the same quantity on the other side of
+1, and two such sequential_t intervals cannot both hold the true ratio: the chance that more
+pairs confirm what one look contradicted is at most the interval's error rate. A contradicted
+``unchanged`` counter has already moved beyond its interval's noise."""
+
+
+def unexplainable(campaign: Document, row: dict[str, Any]) -> bool:
+    """With ``require_explanation``, whether the round can no longer PASS because of its
+    explanation (``UNEXPLAINABLE``)."""
+    policy = with_defaults(campaign.data["policy"])
+    return bool(policy["require_explanation"]) and row["explanation"] in UNEXPLAINABLE
 
 
 def _futile(plan: Schedule, campaign: Document, row: dict[str, Any], comparisons: Any) -> bool:
@@ -163,6 +190,6 @@ def _futile(plan: Schedule, campaign: Document, row: dict[str, Any], comparisons
         return False
     policy = with_defaults(campaign.data["policy"])
     confidence = float(policy["confidence"])
-    sd = (math.log(high) - math.log(low)) / 2 * math.sqrt(n) / plan.boundary(confidence)
+    sd = (math.log(high) - math.log(low)) / 2 * math.sqrt(n) / plan.critical(confidence, n)
     gate = 1 + float(policy["min_improvement_pct"]) / 100
     return sequential.futile(n, math.log(estimate), sd, gate=gate, plan=plan, confidence=confidence)

@@ -74,9 +74,9 @@ def stale_attempts(
     attempts: pl.DataFrame, assessments: pl.DataFrame, campaign: Mapping[str, Any]
 ) -> pl.DataFrame:
     """Attempts whose stored verdicts do not match the stored inputs (ingested after assess)."""
-    keys = ("campaign_id", "policy_sha256", "source_sha256")
+    keys = ("campaign_id", "policy_sha256", "source_sha256", "interval")
     campaigns = pl.DataFrame(
-        [{k: campaign[k] for k in keys}], schema=dict.fromkeys(keys, pl.String)
+        [{k: campaign.get(k) for k in keys}], schema=dict.fromkeys(keys, pl.String)
     )
     return (
         staleness(attempts, assessments, campaigns)

@@ -3,7 +3,11 @@ reuse) and by the report (which attempts it flags as out of date).
 
 A stored assessments row is up to date when the attempt's inputs, the campaign's policy and the
 campaign document are as they were when it was computed (``inputs_sha256``, ``policy_sha256`` and
-``campaign_sha256`` of the row against the stored attempt and campaign).
+``campaign_sha256`` of the row against the stored attempt and campaign), and, in a campaign whose
+interval is ``sequential_t``, when its constant came from today's recipe (``boundary_recipe``):
+the recipe's change to a million sequences moved every such constant, so rows made before it
+(or by another recipe) are recomputed by the next ``assess`` and flagged by the report until
+then.
 """
 
 from __future__ import annotations
@@ -13,6 +17,15 @@ import polars as pl
 ATTEMPT = ["campaign_id", "attempt_id"]
 
 
+def boundary_recipe() -> pl.Expr:
+    """Over a campaigns frame: the sequential_t recipe its rows are computed with (null unless
+    its interval is sequential_t)."""
+    from pipeline.assessment.boundary import RECIPE
+
+    sequential_t = pl.col("interval").fill_null("percentile") == "sequential_t"
+    return pl.when(sequential_t).then(pl.lit(RECIPE)).alias("boundary_recipe")
+
+
 def staleness(
     attempts: pl.DataFrame, assessments: pl.DataFrame, campaigns: pl.DataFrame
 ) -> pl.DataFrame:
@@ -20,7 +33,10 @@ def staleness(
     when the stored verdict is up to date, else says what changed."""
     now = attempts.select(*ATTEMPT, "inputs_sha256").join(
         campaigns.select(
-            "campaign_id", "policy_sha256", pl.col("source_sha256").alias("campaign_sha256")
+            "campaign_id",
+            "policy_sha256",
+            pl.col("source_sha256").alias("campaign_sha256"),
+            boundary_recipe(),
         ),
         on="campaign_id",
         how="left",
@@ -30,6 +46,7 @@ def staleness(
         pl.col("inputs_sha256").alias("assessed_sha256"),
         pl.col("policy_sha256").alias("assessed_policy"),
         pl.col("campaign_sha256").alias("assessed_campaign"),
+        pl.col("boundary_recipe").alias("assessed_recipe"),
     )
     problem = (
         pl.when(pl.col("assessed_sha256").is_null())
@@ -42,6 +59,10 @@ def staleness(
         .then(pl.lit("assessed under another policy digest"))
         .when(pl.col("assessed_campaign") != pl.col("campaign_sha256"))
         .then(pl.lit("campaign.json changed since it was assessed"))
+        .when(pl.col("boundary_recipe").is_not_null() & pl.col("assessed_recipe").is_null())
+        .then(pl.lit("assessed with the sequential_t constant of 100,000 sequences"))
+        .when(pl.col("boundary_recipe") != pl.col("assessed_recipe"))
+        .then(pl.lit("assessed with another sequential_t constant recipe"))
     )
     return now.join(then, on=ATTEMPT, how="full", coalesce=True).select(
         *ATTEMPT, problem.alias("problem")
