@@ -17,6 +17,7 @@ from assess_fixtures import Attempt, expect, run, write_gain_and_blocked
 from conftest import cli_result as cli
 
 from pipeline.contract.inert import inert
+from pipeline.output.markdown import md
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPLAIN = [sys.executable, "-m", "pipeline"]
@@ -339,7 +340,12 @@ def test_campaign_final_markdown_and_junit(
     assert code == 0
     rows = table_rows(out, "| round |")
     assert [r[1] for r in rows[1:]] == [f"r00{i}" for i in range(1, 8)]
-    assert out.endswith("**best attempt:** r001 (round 1, candidate fused-mlp-gemm): PASS\n")
+    assert "**best attempt:** r001 (round 1, candidate fused-mlp-gemm): PASS\n" in out
+    assert out.endswith(
+        "**campaign's gain:** not measured again: no confirmation round of r001 against "
+        + md("main@3f2a9c1")
+        + " yet\n"
+    )
     attempts = [
         c
         for c in ET.parse(report).getroot().iter("testcase")

@@ -15,6 +15,7 @@ SCHEMA = {
     "attempt_id": pl.String,
     "round": pl.Int64,
     "status": pl.String,
+    "kind": pl.String,
     "improvement_pct": pl.Float64,
     "median_problem": pl.String,
     "paired_estimate": pl.Float64,
@@ -35,6 +36,7 @@ def fact(**kw: Any) -> dict[str, Any]:
         "attempt_id": "a",
         "round": 1,
         "status": "completed",
+        "kind": "round",
         "improvement_pct": 5.0,
         "median_problem": None,
         "paired_estimate": 1.05,
@@ -229,3 +231,16 @@ def test_best_per_campaign_and_none_without_eligible() -> None:
         fact(campaign_id="y", attempt_id="r1", improvement_pct=-3.0),
     )
     assert {(r["campaign_id"], r["best"]) for r in rows} == {("x", True), ("y", False)}
+
+
+def test_a_confirmation_round_is_never_eligible_nor_best() -> None:
+    """Its own verdict stands (PASS here), but it is not a candidate of the search: the round
+    it confirms stays best although the confirmation's estimate is larger."""
+    rows = judge(
+        fact(attempt_id="r1", round=1, improvement_pct=5.0),
+        fact(attempt_id="r2", round=2, improvement_pct=9.0, kind="confirmation"),
+    )
+    assert [(r["verdict"], r["eligible"], r["best"]) for r in rows] == [
+        ("PASS", True, True),
+        ("PASS", False, False),
+    ]

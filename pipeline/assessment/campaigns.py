@@ -15,11 +15,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from pipeline.assessment import explain, family, fraction, order_effect, quantities, verdicts
+from pipeline.assessment import (
+    chance,
+    explain,
+    family,
+    fraction,
+    order_effect,
+    quantities,
+    verdicts,
+)
 from pipeline.assessment.quantities import ATTEMPT
 from pipeline.contract.declare import spec
 from pipeline.contract.policy import (
@@ -34,6 +43,9 @@ from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, PolicyError, StoreError, UsageError
 from pipeline.store.staleness import boundary_recipe, staleness
 from pipeline.store.tables import Store, Transaction, known_campaigns
+
+if TYPE_CHECKING:
+    from pipeline.assessment.accounting import Account
 
 DEFAULT_BATCH = 2000
 """Attempts computed together: ~640k breakdown rows at 10 repetitions x 4 steps x 4 regions;
@@ -60,6 +72,8 @@ FACT_SCHEMA = {
     "median_problem": pl.String,
     **fraction.COLUMNS,
     **order_effect.COLUMNS,
+    "metric_spread": pl.Float64,
+    "side_spread": pl.Float64,
 }
 FACT_COLUMNS = list(FACT_SCHEMA)
 
@@ -85,6 +99,20 @@ class AssessResult:
     benchmarks: pl.DataFrame = field(default_factory=lambda: table("benchmarks").empty())
     """Rows of table ``benchmarks``: every member of the family of each attempt whose campaign
     decides regions, with its simultaneous interval and verdict (contract §15)."""
+    policies: pl.DataFrame | None = None
+    """The assessed campaigns' rows of table ``campaigns``, under the effective policy."""
+    attempts: pl.DataFrame | None = None
+    """The assessed campaigns' rows of table ``attempts``."""
+
+    @cached_property
+    def accounts(self) -> dict[str, Account]:
+        """Each assessed campaign's accounting (pipeline.assessment.accounting), computed when a
+        format asks for it: JSON and CSV never pay for it."""
+        from pipeline.assessment.accounting import accounts
+
+        if self.policies is None or self.attempts is None:
+            return {}
+        return accounts(self.policies, self.attempts, self.assessments)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -145,12 +173,14 @@ def gated_attempt(
     assessments: pl.DataFrame, campaign_id: str, attempt_id: str | None = None
 ) -> dict[str, Any]:
     """The assessments row a CI gate decides on: ``attempt_id``, else the campaign's latest round
-    (the highest attempt id among attempts of that round)."""
+    (the highest attempt id among attempts of that round; a confirmation round is not a round
+    of the search, so only ``attempt_id`` gates on one)."""
     rows = assessments.filter(pl.col("campaign_id") == campaign_id).sort("round", "attempt_id")
     if rows.is_empty():
         raise UsageError(f"campaign {campaign_id!r} has no attempts")
     if attempt_id is None:
-        return rows.row(-1, named=True)
+        searched = rows.filter(pl.col("kind") != "confirmation")
+        return (searched if searched.height else rows).row(-1, named=True)
     found = rows.filter(pl.col("attempt_id") == attempt_id)
     if found.is_empty():
         have = ", ".join(rows["attempt_id"].to_list()[-10:])
@@ -177,10 +207,14 @@ def _scan(store: Store, name: str, todo: pl.DataFrame, sizes: Mapping[str, int])
 
 def _fresh(previous: pl.DataFrame, attempts: pl.DataFrame, campaigns: pl.DataFrame) -> pl.DataFrame:
     """Attempts assessed before with the same inputs, policy and campaign document."""
-    # rows stored before the report-only columns existed have neither a value nor a reason
+    # rows stored before the report-only columns existed have neither a value nor a reason;
+    # rows stored before `kind` (and the spreads, added with it) have no kind
     complete = pl.all_horizontal(
-        pl.col(value).is_not_null() | pl.col(f"{value}_reason").is_not_null()
-        for value in ("explained_fraction", "order_effect")
+        *(
+            pl.col(value).is_not_null() | pl.col(f"{value}_reason").is_not_null()
+            for value in ("explained_fraction", "order_effect")
+        ),
+        pl.col("kind").is_not_null(),
     )
     state = staleness(attempts, previous.filter(complete), campaigns)
     return state.filter(pl.col("problem").is_null()).select(ATTEMPT)
@@ -275,6 +309,8 @@ def _compute(inputs: quantities.Inputs) -> _Facts:
     facts = (
         medians.join(fractions.lazy(), on=ATTEMPT, how="left")
         .join(orders.lazy(), on=ATTEMPT, how="left")
+        .join(chance.metric_spreads(frames.pairs.lazy()), on=ATTEMPT, how="left")
+        .join(chance.side_spreads(inputs.samples), on=ATTEMPT, how="left")
         .select(FACT_COLUMNS)
         .collect()
     )
@@ -381,8 +417,9 @@ def _assessments(attempts: pl.DataFrame, got: _Facts, campaigns: pl.DataFrame) -
         boundary_recipe(),
     )
     lazy_attempts = attempts.lazy()
+    kind = pl.col("kind").fill_null("round")  # an attempt without kind is a round
     frame = (
-        lazy_attempts.select(*ATTEMPT, "round", "candidate", "status", "inputs_sha256")
+        lazy_attempts.select(*ATTEMPT, "round", "candidate", "status", "inputs_sha256", kind)
         .join(got.facts.lazy(), on=ATTEMPT, how="left")
         .join(metric, on=ATTEMPT, how="left")
         .join(share, on=ATTEMPT, how="left")
@@ -532,6 +569,7 @@ def assess(
             "outcomes": got.outcomes,
             "benchmarks": _benchmarks(attempts, got, campaigns),
         }
+    effective = campaigns
     if changes:
         effective = _apply_policy(campaigns, changes)
         if recompute:
@@ -559,6 +597,8 @@ def assess(
         campaign_ids=tuple(ids),
         rejected=store.read("rejections", ids).sort("campaign_id", "position"),
         benchmarks=result["benchmarks"],
+        policies=effective,
+        attempts=attempts,
     )
 
 

@@ -34,14 +34,57 @@ import math
 
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 
 from pipeline.assessment.sequential import Schedule
+
+ATTEMPT = ["campaign_id", "attempt_id"]
 
 FloatArray = npt.NDArray[np.float64]
 SIMULATIONS = 4000
 """Simulated identical rounds per design of the median rule (a rate of 25% to about +-0.7
 points)."""
 SEED = 0
+
+
+# -- the noise of each attempt (report-only columns of assessments) ----------------------------
+def _variances(frame: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
+    """Per group of ``keys``: ``n`` and the variance (ddof 1) of column ``y``, from sums added
+    in sorted order (``quantities._group_sum``), so the bits do not depend on the batch."""
+    from pipeline.assessment.quantities import _group_sum
+
+    counts = frame.group_by(keys).agg(pl.len().alias("n"))
+    means = _group_sum(frame, keys, total=pl.col("y")).join(counts, on=keys)
+    means = means.select(*keys, "n", (pl.col("total") / pl.col("n")).alias("mean"))
+    squares = _group_sum(
+        frame.join(means, on=keys), keys, ss=(pl.col("y") - pl.col("mean")) ** 2
+    ).select(*keys, "ss")
+    return means.join(squares, on=keys).select(
+        *keys, "n", pl.when(pl.col("n") >= 2).then(pl.col("ss") / (pl.col("n") - 1)).alias("v")
+    )
+
+
+def metric_spreads(pairs: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt: ``metric_spread``, the standard deviation (ddof 1) of the metric's finite
+    per-pair log-ratios (the pairs frame of ``quantities.pair_frames``); null under 2."""
+    x = pairs.filter((pl.col("quantity") == "metric") & pl.col("x").is_finite())
+    return _variances(x.select(*ATTEMPT, pl.col("x").alias("y")), ATTEMPT).select(
+        *ATTEMPT, pl.col("v").sqrt().alias("metric_spread")
+    )
+
+
+def side_spreads(samples: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt: ``side_spread``, the standard deviation of ``ln(metric)`` over one side's ok
+    runs, pooled over both sides (weights n - 1); null when no side has 2 ok runs with a metric
+    > 0 (a metric of 0 has no logarithm: such runs are left out)."""
+    ok = samples.filter((pl.col("status") == "ok") & (pl.col("metric") > 0))
+    y = ok.select(*ATTEMPT, "side", pl.col("metric").log().alias("y"))
+    per_side = _variances(y, [*ATTEMPT, "side"]).filter(pl.col("n") >= 2)
+    df = pl.col("n") - 1
+    # two sides: their sum is the same in either order (addition of two terms commutes)
+    return per_side.group_by(ATTEMPT).agg(
+        ((pl.col("v") * df).sum() / df.sum()).sqrt().alias("side_spread")
+    )
 
 
 def pooled(sd: npt.ArrayLike, df: npt.ArrayLike) -> float | None:

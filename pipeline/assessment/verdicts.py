@@ -2,9 +2,9 @@
 and the campaign's best attempt, as Polars expressions over one row per attempt.
 
 Input columns (one row per attempt, its campaign's effective policy joined in):
-``round, attempt_id, status, improvement_pct, median_problem, paired_estimate, paired_low,
-paired_high, metric_status, metric_reason, explanation, decision, require_explanation,
-min_improvement_pct``.
+``round, attempt_id, status, kind, improvement_pct, median_problem, paired_estimate,
+paired_low, paired_high, metric_status, metric_reason, explanation, decision,
+require_explanation, min_improvement_pct``.
 """
 
 from __future__ import annotations
@@ -134,7 +134,10 @@ def verdicts(facts: pl.LazyFrame) -> pl.LazyFrame:
             _gate("decided_verdict", 0).alias("verdict"),
             _gate("decided_reason", 1).alias("reason"),
         )
-        .with_columns((pl.col("verdict") == "PASS").alias("eligible"))
+        # a confirmation round measures the pick again: it is never a candidate for best
+        .with_columns(
+            ((pl.col("verdict") == "PASS") & (pl.col("kind") != "confirmation")).alias("eligible")
+        )
         .drop("decided_verdict", "decided_reason")
         .pipe(best)
     )

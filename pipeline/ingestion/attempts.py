@@ -681,6 +681,19 @@ def _attempt_row(
         "sequential_sha256": doc.get("sequential_sha256"),
         "sequential_sha256_actual": plan_now,
         "sequential_sha256_first_seen": plan_first,
+        "kind": doc.get("kind"),
+        "confirms": doc.get("confirms"),
+        **_command_columns(doc.get("commands")),
+    }
+
+
+def _command_columns(commands: dict[str, Any] | None) -> dict[str, str | None]:
+    """attempt.json's optional ``commands`` object as the attempts table's columns."""
+    given = commands or {}
+    return {
+        f"{side}_{key}": given.get(side, {}).get(field)
+        for side in ("baseline", "candidate")
+        for key, field in (("command", "command"), ("cwd", "cwd"))
     }
 
 

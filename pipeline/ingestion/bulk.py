@@ -95,8 +95,10 @@ def _document(body: bytes, decoder: msgspec.json.Decoder[Any], extra_keys: Any) 
 
 
 def _nested_keys(attempt: Any) -> int:
-    """Keys of the attempt's nested objects: the environment's and the sequential object's."""
+    """Keys of the attempt's nested objects: the environment's, the sequential object's and the
+    commands' (two sides of two keys each)."""
     nested = 0 if attempt.sequential is UNSET else len(_set_fields(attempt.sequential))
+    nested += 0 if attempt.commands is UNSET else 2 + 2 * 2
     return nested + (0 if attempt.environment is UNSET else len(attempt.environment))
 
 
@@ -128,6 +130,8 @@ def fast_attempt(
         return None
     if (attempt.declared_at is UNSET) != (attempt.mechanism_sha256 is UNSET):
         return None
+    if (attempt.kind is UNSET) != (attempt.confirms is UNSET):
+        return None
     stamps = [attempt.started_at] + ([] if attempt.declared_at is UNSET else [attempt.declared_at])
     if any(parse_timestamp(s) is None for s in stamps):
         return None
@@ -141,6 +145,8 @@ def fast_attempt(
     data = _set_fields(attempt)
     if attempt.sequential is not UNSET:
         data["sequential"] = msgspec.structs.asdict(attempt.sequential)
+    if attempt.commands is not UNSET:
+        data["commands"] = msgspec.to_builtins(attempt.commands)
     return Document(data, hashlib.sha256(body).hexdigest(), ""), mechanism
 
 

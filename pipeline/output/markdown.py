@@ -23,13 +23,18 @@ from pipeline.output.views import (
     SHOWN_ALONE,
     SUMMARY_HEADERS,
     Split,
+    accounting_text,
     best_row,
     campaign_order,
+    chain_text,
+    confirmation_notes,
     evidence,
+    gain_text,
     issue_text,
     member_cells,
     member_legend,
     rejected_names,
+    selected_text,
     summary_cells,
     verdict_text,
     what_if_pairs,
@@ -171,7 +176,7 @@ def _where(error: Mapping[str, Any]) -> str:
     return f"attempt {md(error['attempt_id'])}" if error["attempt_id"] else "campaign"
 
 
-def _campaign(split: Split, cid: str, details_open: bool) -> str:
+def _campaign(split: Split, cid: str, details_open: bool, accounting: bool) -> str:
     errors = split.blocked(cid)
     if errors.height:
         out = [
@@ -194,18 +199,31 @@ def _campaign(split: Split, cid: str, details_open: bool) -> str:
     ]
     named = list(rows.iter_rows(named=True))
     out.append(md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
+    if accounting:
+        out.append(_accounting(split.result, cid))
     out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
     return "".join(out)
 
 
-def assessed(result: AssessResult, *, details_open: bool = False) -> str:
-    """Every campaign of the result; ``details_open`` unfolds each attempt's quantities."""
+def _accounting(result: AssessResult, cid: str) -> str:
+    """The campaign's accounting under its table, and what each confirmation round is."""
+    account = result.accounts.get(cid)
+    if account is None:
+        return ""
+    lines = [f"**Campaign accounting:** {md(accounting_text(account))}"]
+    lines += [md(note) for note in confirmation_notes(account)]
+    return "<br>\n".join(lines) + "\n\n"
+
+
+def assessed(result: AssessResult, *, details_open: bool = False, accounting: bool = True) -> str:
+    """Every campaign of the result; ``details_open`` unfolds each attempt's quantities;
+    ``accounting``: the campaign's accounting under its table (not for ab's single round)."""
     out = []
     if result.what_if:
         out.append(f"**WHAT-IF (not stored): {md(what_if_pairs(result))}**\n\n")
     split = Split(result)
     for cid in campaign_order(result):
-        out.append(_campaign(split, cid, details_open))
+        out.append(_campaign(split, cid, details_open, accounting))
         out.append(_rejected(split.rejected(cid)))
     if not out:
         out.append("no campaigns to assess\n")
@@ -226,9 +244,18 @@ def final(result: FinalResult) -> str:
     row = best_row(result.assess)
     if row is None:
         return out + "**best attempt:** none (no attempt is PASS)\n"
-    return out + (
+    out += (
         f"**best attempt:** {md(row['attempt_id'])} (round {row['round']}, candidate "
         f"{md(row['candidate'])}): {md(verdict_text(row))}\n"
+    )
+    account = result.assess.accounts.get(result.campaign_id)
+    if account is None:
+        return out
+    notes = [x for x in (selected_text(account), chain_text(account)) if x]
+    return (
+        out
+        + "".join(f"- {md(x)}\n" for x in notes)
+        + f"\n**campaign's gain:** {md(gain_text(account))}\n"
     )
 
 
@@ -241,4 +268,4 @@ def ab(result: AbResult) -> str:
     row = result.row
     if row is not None and not result.final.assess.blocked.height:
         head += f"**verdict: {md(verdict_text(row))}** ({md(evidence(row))})\n\n"
-    return head + assessed(result.final.assess, details_open=True)
+    return head + assessed(result.final.assess, details_open=True, accounting=False)

@@ -18,13 +18,18 @@ from pipeline.output.numbers import TEXT, fmt_number, fmt_paired
 from pipeline.output.views import (
     SUMMARY_HEADERS,
     Split,
+    accounting_text,
     best_row,
     campaign_order,
+    chain_text,
     changed,
+    confirmation_notes,
+    gain_text,
     issue_text,
     parts,
     rejected_names,
     rejections,
+    selected_text,
     summary_cells,
     verdict_text,
     what_if_label,
@@ -126,12 +131,22 @@ def _campaign_table(split: Split, cid: str, what_if: bool) -> str:
         cells = (summary_cells(r) for r in rows.iter_rows(named=True))
         out.write(_grid([SUMMARY_HEADERS, *cells]))
         out.write(_order_warnings(rows))
+        out.write(_accounting(split.result, cid))
     out.write(rejected_lines(split.rejected(cid)))
     if what_if:
         differ, total = changed(split.result, cid)
         out.write(f"verdicts that differ from the frozen policy: {differ} of {total}\n")
     out.write("\n")
     return out.getvalue()
+
+
+def _accounting(result: AssessResult, cid: str) -> str:
+    """The campaign's accounting under its table, and what each confirmation round is."""
+    account = result.accounts.get(cid)
+    if account is None:
+        return ""
+    lines = [f"campaign accounting: {accounting_text(account)}", *confirmation_notes(account)]
+    return "".join(line + "\n" for line in lines)
 
 
 @render.register(AssessResult)
@@ -164,6 +179,7 @@ def final(result: FinalResult) -> str:
             f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
             f"{row['candidate']}): {verdict_text(row)}\n"
         )
+        out.append(_gain(result))
     elif result.rejected.height:
         out.append(
             "best attempt: none (no assessed attempt is PASS; some were rejected at "
@@ -172,6 +188,16 @@ def final(result: FinalResult) -> str:
     else:
         out.append("best attempt: none (no attempt is PASS)\n")
     return "".join(out)
+
+
+def _gain(result: FinalResult) -> str:
+    """Under the best attempt: its selected estimate, the chain, and the campaign's gain."""
+    account = result.assess.accounts.get(result.campaign_id)
+    if account is None:
+        return ""
+    lines = [f"  {x}" for x in (selected_text(account), chain_text(account)) if x]
+    lines.append(f"campaign's gain: {gain_text(account)}")
+    return "".join(line + "\n" for line in lines)
 
 
 def gate_line(row: Mapping[str, Any]) -> str:

@@ -19,6 +19,7 @@ from pipeline.output.numbers import SUMMARY, TEXT, fmt_number, fmt_paired
 if TYPE_CHECKING:
     import polars as pl
 
+    from pipeline.assessment.accounting import Account
     from pipeline.assessment.campaigns import AssessResult
 
 SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
@@ -223,4 +224,95 @@ def member_message(row: Mapping[str, Any]) -> str:
     return (
         f"{verdict_text(row)}: {measured}, one of {row['family_size']} members decided "
         f"together{how}; ratio > 1: B is faster"
+    )
+
+
+# -- the campaign's accounting ------------------------------------------------------------------
+def about(value: float) -> str:
+    """An expected count as people read it: ``about 12``, ``about 1.6``, ``about 0.03``,
+    ``about 0.004``, ``under 0.001``, ``none``."""
+    if value == 0:
+        return "none"
+    if value < 0.001:
+        return "under 0.001"
+    spec = ".0f" if value >= 10 else ".1f" if value >= 1 else ".2f" if value >= 0.01 else ".3f"
+    return f"about {value:{spec}}"
+
+
+def accounting_text(account: Account) -> str:
+    """``3 of 7 rounds PASS; identical code would PASS about 1.6 of them (...)``."""
+    head = f"{account.passes} of {account.rounds} rounds PASS"
+    if account.expected is None:
+        return f"{head}; identical code: not estimated ({account.rule})"
+    bound = "at most " if account.explanation_gate and account.expected > 0 else ""
+    noise = f"spread {fmt_number(account.spread)} per pair"
+    if account.decision == "median":
+        noise += f", {fmt_number(account.side_spread)} per side"
+    gate = "; require_explanation lowers it" if bound else ""
+    return (
+        f"{head}; identical code would PASS {bound}{about(account.expected)} of them "
+        f"({account.rule}; {noise}{gate})"
+    )
+
+
+def confirmation_notes(account: Account) -> list[str]:
+    """One line per confirmation round: what it measured again (they are never eligible)."""
+    notes = []
+    if account.confirmation is not None:
+        c = account.confirmation
+        notes.append(f"{c.attempt_id} is a confirmation round of {c.confirms} (never eligible)")
+    notes += [
+        f"{a} is a confirmation round of an attempt that is no longer the pick (never eligible)"
+        for a in account.other_confirmations
+    ]
+    return notes
+
+
+def selected_text(account: Account) -> str | None:
+    """The pick's own estimate, and why it leans high."""
+    row = account.target_row
+    if row is None:
+        return None
+    paired = fmt_paired(row["paired_estimate"], row["paired_low"], row["paired_high"])
+    parts = [f"paired {paired}" if paired else "no paired ratio"]
+    if row["improvement_pct"] is not None:
+        parts.append(f"median {row['improvement_pct']:+.2f} %")
+    why = (
+        f"the largest of {account.passes} PASSes, so it leans high"
+        if account.target_rule == "best" and account.passes > 1
+        else "selected by a PASS, so it leans high"
+    )
+    return f"selected estimate of {row['attempt_id']}: {', '.join(parts)}; {why}"
+
+
+def chain_text(account: Account) -> str | None:
+    """A chained campaign: the steps to the target and their multiplied estimates."""
+    if not account.chained or account.target is None:
+        return None
+    steps = " -> ".join(account.chain) if account.chain else account.target
+    product = (
+        f" multiply to {fmt_number(account.chain_estimate)} (each step selected: it leans high)"
+        if account.chain_estimate is not None
+        else ""
+    )
+    return (
+        f"chained campaign (a round's baseline is an earlier candidate): {account.reference} -> "
+        f"{steps}{product}; the target is the chain's last adopted step, {account.target}"
+    )
+
+
+def gain_text(account: Account) -> str:
+    """The campaign's gain: the confirmation round's interval, or why there is none."""
+    c = account.confirmation
+    if account.target is None:
+        return "none (no attempt is PASS)"
+    if c is None:
+        return (
+            f"not measured again: no confirmation round of {account.target} against "
+            f"{account.reference} yet"
+        )
+    measured = fmt_paired(c.estimate, c.low, c.high) or "no interval"
+    return (
+        f"{measured} from confirmation round {c.attempt_id} ({c.candidate} against "
+        f"{c.baseline}, {c.n_pairs} pairs): {c.verdict}" + (f" ({c.reason})" if c.reason else "")
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.assessment.accounting import Account, account
 from pipeline.assessment.quantities import metric_ratio, pairs
 from pipeline.contract.policy import PolicyValue, policy_text
 from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
@@ -59,6 +60,8 @@ class CampaignData:
     benchmarks: pl.DataFrame = field(default_factory=lambda: table("benchmarks").empty())
     """Table ``benchmarks``: every member of each attempt's family, when the campaign decides
     every benchmark (contract §15); empty otherwise."""
+    account: Account | None = None
+    """The campaign's accounting (pipeline.assessment.accounting); None when blocked or empty."""
 
     @property
     def blocked(self) -> bool:
@@ -143,7 +146,19 @@ def load_campaign_data(
         else pair_ratios(store.read("samples", [campaign_id]), campaign["metric_better"]),
         rejected=store.read("rejections", [campaign_id]).sort("position"),
         benchmarks=out["benchmarks"],
+        account=None
+        if blocked or out["assessments"].is_empty()
+        else campaign_account(campaign, attempts, out["assessments"]),
     )
+
+
+def campaign_account(
+    campaign: Mapping[str, Any], attempts: pl.DataFrame, assessments: pl.DataFrame
+) -> Account:
+    """The stored verdicts' accounting (a campaign ingested before ``interval`` existed uses
+    the percentile interval, as assess does)."""
+    policy = {**campaign, "interval": campaign.get("interval") or "percentile"}
+    return account(policy, attempts, assessments)
 
 
 def what_if_assessments(

@@ -15,6 +15,14 @@ from plotly.offline import get_plotlyjs
 
 from pipeline.contract.policy import POLICY_FIELDS
 from pipeline.output.numbers import HTML, SUMMARY, fmt_paired
+from pipeline.output.views import (
+    about,
+    accounting_text,
+    chain_text,
+    confirmation_notes,
+    gain_text,
+    selected_text,
+)
 from pipeline.report.data import VERDICT_COLUMNS, CampaignData
 from pipeline.report.figures import (
     PLOT_CONFIG,
@@ -132,6 +140,8 @@ def nav_html(data: CampaignData) -> str:
         links.append(("integrity", "Integrity errors"))
     else:
         links += [("timeline", "Timeline"), ("verdicts", "Verdicts")]
+        if data.account is not None:
+            links.append(("accounting", "Accounting"))
         if data.what_if is not None:
             links.append(("what-if", "What-if"))
     if data.rejected.height:
@@ -184,6 +194,7 @@ def summary_html(data: CampaignData) -> str:
         )
     elif not data.blocked and data.assessments.height:
         cards.append(_kv("best attempt", '<span class="null">none eligible</span>'))
+    cards += _account_cards(data)
     policy = {f: c[f] for f in POLICY_FIELDS}
     policy_row = pl.DataFrame([policy], schema={f: pl.String for f in POLICY_FIELDS}, strict=False)
     return (
@@ -269,6 +280,46 @@ SUMMARY_COLUMNS = tuple(
     c for column, _ in SUMMARY for c in ((column, "reason") if column == "verdict" else (column,))
 )
 SUMMARY_HEADERS = dict(SUMMARY)
+
+
+def _account_cards(data: CampaignData) -> list[str]:
+    """The summary's rounds, PASSes and chance count, and the campaign's gain."""
+    a = data.account
+    if a is None:
+        return []
+    chance = "" if a.expected is None else f" · chance: {about(a.expected)}"
+    cards = [_kv("rounds", esc(f"{a.passes} PASS of {a.rounds}{chance}"))]
+    c = a.confirmation
+    if c is not None:
+        gain = paired_text(c.estimate, c.low, c.high) or "—"
+        cards.append(
+            _kv(
+                "campaign's gain",
+                f'{esc(gain)} · <a href="#attempt-{esc(c.attempt_id)}">{esc(c.attempt_id)}</a>',
+            )
+        )
+    elif a.target is not None:
+        cards.append(_kv("campaign's gain", '<span class="null">not measured again</span>'))
+    return cards
+
+
+def accounting_html(data: CampaignData) -> str:
+    """The campaign's accounting: PASSes against chance, the pick's selected estimate, the
+    chain, and the confirmation round's interval, the campaign's gain."""
+    a = data.account
+    if a is None:
+        return ""
+    lines = [accounting_text(a), selected_text(a), chain_text(a), *confirmation_notes(a)]
+    items = "".join(f"<li>{esc(x)}</li>" for x in lines if x)
+    return (
+        '<section id="accounting"><h2>Campaign accounting</h2>'
+        f"<ul>{items}</ul>"
+        f"<p><b>campaign's gain:</b> {esc(gain_text(a))}</p>"
+        '<p class="note">A campaign is a search: its pick is the largest of several noisy '
+        "estimates, so its own estimate leans high. A confirmation round measures the pick "
+        "again against the campaign's first baseline, after the pick was made; its interval "
+        "is the campaign's gain.</p></section>"
+    )
 
 
 def paired_text(estimate: float | None, low: float | None, high: float | None) -> str | None:
@@ -367,10 +418,31 @@ def recording_html(info: Mapping[str, Any]) -> str:
     except ValueError:  # the column holds what ingest wrote; never fail a report over it
         environment = {}
     parts = [f"recorded by {info['recorder']}"]
+    if info.get("confirms"):
+        parts.append(f"confirmation round of {info['confirms']}")
     if info.get("order_seed") is not None:
         parts.append(f"order seed {info['order_seed']}")
     parts += [f"{key} {value}" for key, value in sorted(environment.items())]
-    return f'<p class="note recording">{esc(" · ".join(parts))}</p>'
+    return f'<p class="note recording">{esc(" · ".join(parts))}</p>' + commands_html(info)
+
+
+def commands_html(info: Mapping[str, Any]) -> str:
+    """What each side ran and where (attempt.json's commands), when the recorder kept it."""
+    rows = [
+        (side, info.get(f"{side}_command"), info.get(f"{side}_cwd"))
+        for side in ("baseline", "candidate")
+    ]
+    if not any(command for _, command, _ in rows):
+        return ""
+    cells = "".join(
+        f"<tr><td>{esc(side)}</td><td><code>{esc(command or '—')}</code></td>"
+        f"<td><code>{esc(cwd or '—')}</code></td></tr>"
+        for side, command, cwd in rows
+    )
+    return (
+        '<table class="commands"><thead><tr><th>side</th><th>command</th><th>working '
+        f"directory</th></tr></thead><tbody>{cells}</tbody></table>"
+    )
 
 
 def _unverifiable_html(rows: pl.DataFrame) -> str:
@@ -674,7 +746,9 @@ def render_campaign(
     if data.blocked:
         sections = integrity_html(data)
     else:
-        sections = timeline_html(data) + verdicts_html(data) + what_if_html(data)
+        sections = (
+            timeline_html(data) + verdicts_html(data) + accounting_html(data) + what_if_html(data)
+        )
     sections += rejected_html(data)
     body = (
         header_html(data, index_href)
