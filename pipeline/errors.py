@@ -20,7 +20,7 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 some input rejected; 2 usage error (bad option, unknown "
     "campaign, bad query); 3 integrity error (a campaign is blocked); 4 internal error; "
     "5 the gated verdict is not PASS (assess --gate, ab); 6 the recorded round failed (round, "
-    "ab: no usable pair, see its runs.log); 130 interrupted."
+    "ab, campaign final --confirm: no usable pair, see its runs.log); 130 interrupted."
 )
 
 

@@ -341,11 +341,12 @@ def test_campaign_final_markdown_and_junit(
     rows = table_rows(out, "| round |")
     assert [r[1] for r in rows[1:]] == [f"r00{i}" for i in range(1, 8)]
     assert "**best attempt:** r001 (round 1, candidate fused-mlp-gemm): PASS\n" in out
-    assert out.endswith(
+    assert (
         "**campaign's gain:** not measured again: no confirmation round of r001 against "
         + md("main@3f2a9c1")
-        + " yet\n"
-    )
+        + " yet (explain-pipeline campaign final "
+    ) in out
+    assert out.endswith(" --confirm)\n")
     attempts = [
         c
         for c in ET.parse(report).getroot().iter("testcase")

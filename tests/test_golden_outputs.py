@@ -294,3 +294,8 @@ def test_round_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     store = str(tmp_path / "store")
     code, out, err = _run(["campaign", "final", str(folder), "--store", store], capsys)
     _check("round-final", _normal(_document(code, out, err), tmp_path))
+    confirm = ["--confirm", "--order-seed", "5", "-n", "6", "--format", "markdown"]
+    code, out, err = _run(["campaign", "final", str(folder), "--store", store, *confirm], capsys)
+    _check("round-confirm-markdown", _normal(_document(code, out, err), tmp_path))
+    code, out, err = _run(["campaign", "final", str(folder), "--store", store], capsys)
+    _check("round-confirmed", _normal(_document(code, out, err), tmp_path))

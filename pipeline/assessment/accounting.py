@@ -69,8 +69,9 @@ class Account:
     chain: tuple[str, ...]
     chain_estimate: float | None
     confirmation: Confirmation | None
-    other_confirmations: tuple[str, ...]
-    """Confirmations of attempts that are not the target now (the pick moved since)."""
+    other_confirmations: tuple[tuple[str, str], ...]
+    """(confirmation, attempt it confirms) of attempts that are not the target now (the pick
+    moved since, or another round was confirmed on purpose)."""
 
 
 def _rounds_of(attempts: pl.DataFrame) -> pl.DataFrame:
@@ -127,7 +128,7 @@ def _target(
 
 def _confirmations(
     attempts: pl.DataFrame, rows: Mapping[str, dict[str, Any]], target: str | None
-) -> tuple[Confirmation | None, tuple[str, ...]]:
+) -> tuple[Confirmation | None, tuple[tuple[str, str], ...]]:
     confirming = attempts.filter(pl.col("kind") == "confirmation").sort("round", "attempt_id")
     mine, others = None, []
     for a in confirming.iter_rows(named=True):
@@ -135,7 +136,7 @@ def _confirmations(
         if row is None:
             continue
         if a["confirms"] != target:
-            others.append(a["attempt_id"])
+            others.append((a["attempt_id"], a["confirms"]))
             continue
         mine = Confirmation(
             a["attempt_id"],

@@ -150,44 +150,17 @@ def start_command(
     return int(ExitCode.OK)
 
 
-@campaign_group.command("final")
-@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
-@store_option
-@format_option("table", "markdown")
-@junit_option
-def final_command(folder: Path, store_path: str | None, fmt: str, junit: Path | None) -> int:
-    """Ingest the campaign in FOLDER, assess it, print the verdict table and the best attempt.
-
-    Attempts that ingest rejected are named under the table (file:line, field, reason
-    [code]). Exits with assess's code (3 when an integrity error blocks the campaign), else 1
-    when any attempt of the campaign was rejected at ingest.
-
-    \b
-    Example:
-      explain-pipeline campaign final attempts/matmul
-      explain-pipeline campaign final attempts/matmul --store .explain-store
-      explain-pipeline campaign final attempts/matmul --format markdown --junit verdicts.xml
-    """
-    from pipeline.output.sinks import Sinks, echo
-    from pipeline.record.campaign import final_campaign
-    from pipeline.store.tables import Store
-
-    sinks = Sinks.chosen(fmt, junit=junit)
-    final = final_campaign(folder, Store.open(store_path))
-    sinks.emit(final)
-    for issue in final.ingest.issues:
-        echo(f"{issue}\n", err=True)
-    code = final.assess.exit_code
-    if code == ExitCode.OK and (final.rejected.height or final.ingest.exit_code):
-        return int(ExitCode.REJECTED)
-    return int(code)
-
-
 # -- round ------------------------------------------------------------------------------------
 def _no_limit_if_zero(context: click.Context, param: click.Parameter, value: float) -> float | None:
     return value or None
 
 
+MECHANISM_OPTION = click.option(
+    "--mechanism-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The declaration, saved before any candidate run.",
+)
 RUN_OPTIONS = [
     click.option(
         "--repetitions",
@@ -204,12 +177,7 @@ RUN_OPTIONS = [
         show_default=True,
         help="Warm-up runs per side before repetition 0 (not recorded).",
     ),
-    click.option(
-        "--mechanism-file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="The declaration, saved before any candidate run.",
-    ),
+    MECHANISM_OPTION,
     click.option(
         "--order-seed",
         type=declared_range("attempt", "order_seed"),
@@ -332,6 +300,117 @@ def _run_options(
 
 run_options = option_group("run", RUN_OPTIONS, _run_options)
 """round's and ab's run options, handed to the command as one ``run`` (a RunOptions)."""
+confirm_run_options = option_group(
+    "run", [o for o in RUN_OPTIONS if o is not MECHANISM_OPTION], _run_options
+)
+"""campaign final --confirm's: round's, but the declaration is the confirmed attempt's."""
+
+
+# -- campaign final (after the run options, which --confirm takes) ----------------------------
+@campaign_group.command("final")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@store_option
+@format_option("table", "markdown")
+@junit_option
+@click.option(
+    "--confirm",
+    is_flag=True,
+    default=False,
+    help="First record a confirmation round: the campaign's first baseline against its pick, "
+    "with the recorded commands; its interval is the campaign's gain.",
+)
+@click.option(
+    "--attempt",
+    default=None,
+    metavar="ID",
+    help="--confirm: the round to confirm (default: the best attempt; in a chained campaign "
+    "the chain's last adopted step).",
+)
+@click.option(
+    "--baseline-cmd",
+    default=None,
+    metavar="CMD",
+    help="--confirm: the baseline's command, when the campaign did not record it.",
+)
+@click.option(
+    "--candidate-cmd",
+    default=None,
+    metavar="CMD",
+    help="--confirm: the candidate's command, when the campaign did not record it.",
+)
+@confirm_run_options
+def final_command(
+    folder: Path,
+    store_path: str | None,
+    fmt: str,
+    junit: Path | None,
+    confirm: bool,
+    attempt: str | None,
+    baseline_cmd: str | None,
+    candidate_cmd: str | None,
+    run: RunOptions,
+) -> int:
+    """Ingest the campaign in FOLDER, assess it, print the verdict table, the campaign's
+    accounting (rounds, PASSes, and the PASSes identical code would give) and the best
+    attempt with its selected estimate and the campaign's gain.
+
+    With --confirm, first record a confirmation round: a fresh round of the campaign's first
+    baseline against its pick (the best attempt; in a chained campaign, where a round's
+    baseline is an earlier candidate, the chain's last adopted step), each side's recorded
+    command run in its recorded folder, under the frozen policy; its interval is reported as
+    the campaign's gain, beside the pick's selected estimate (the largest of several noisy
+    ones, which leans high). The run options of `round` apply to it (-n,
+    --until-decided, ...). A pick is confirmed once. Attempts that ingest rejected are named
+    under the table (file:line, field, reason [code]). Exits with assess's code (3 when an
+    integrity error blocks the campaign), else 1 when any attempt of the campaign was
+    rejected at ingest. See docs/record.md.
+
+    \b
+    Example:
+      explain-pipeline campaign final attempts/matmul
+      explain-pipeline campaign final attempts/matmul --confirm -n 20
+      explain-pipeline campaign final attempts/matmul --store .explain-store
+      explain-pipeline campaign final attempts/matmul --format markdown --junit verdicts.xml
+    """
+    from pipeline.output.sinks import Sinks, echo
+    from pipeline.store.tables import Store
+
+    sinks = Sinks.chosen(fmt, junit=junit)
+    store = Store.open(store_path)
+    if confirm:
+        from pipeline.record.confirm import ConfirmRequest, confirm_campaign
+
+        request = ConfirmRequest(folder, run, attempt, baseline_cmd, candidate_cmd)
+        final = confirm_campaign(request, store, progress=sys.stderr.isatty(), warn=_warn)
+    else:
+        _without_confirm()
+        from pipeline.record.campaign import final_campaign
+
+        final = final_campaign(folder, store)
+    sinks.emit(final)
+    for issue in final.ingest.issues:
+        echo(f"{issue}\n", err=True)
+    code = final.assess.exit_code
+    if code == ExitCode.OK and final.confirmed is not None and final.confirmed.status == "failed":
+        return int(ExitCode.ROUND_FAILED)
+    if code == ExitCode.OK and (final.rejected.height or final.ingest.exit_code):
+        return int(ExitCode.REJECTED)
+    return int(code)
+
+
+def _without_confirm() -> None:
+    """The options of the confirmation round, given without --confirm: refused, not ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name, source in ((n, ctx.get_parameter_source(n)) for n in ctx.params)
+        if source == ParameterSource.COMMANDLINE
+        and name not in ("folder", "store_path", "fmt", "junit", "confirm")
+    ]
+    if given:
+        raise UsageError(f"{', '.join(given)}: only with --confirm (they set its round)")
 
 
 @command("round")

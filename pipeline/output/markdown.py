@@ -255,7 +255,7 @@ def final(result: FinalResult) -> str:
     return (
         out
         + "".join(f"- {md(x)}\n" for x in notes)
-        + f"\n**campaign's gain:** {md(gain_text(account))}\n"
+        + f"\n**campaign's gain:** {md(gain_text(account, result.folder))}\n"
     )
 
 

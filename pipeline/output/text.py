@@ -169,8 +169,10 @@ def assess(result: AssessResult) -> str:
 
 @render.register(FinalResult)
 def final(result: FinalResult) -> str:
-    """`campaign final`: the campaign's table and its best attempt."""
-    out = [assess(result.assess)]
+    """`campaign final`: the confirmation round it recorded (--confirm), the campaign's table
+    and its best attempt."""
+    out = [] if result.confirmed is None else [round_(result.confirmed), "\n"]
+    out.append(assess(result.assess))
     if result.assess.blocked.height:
         return "".join(out)
     row = best_row(result.assess)
@@ -196,7 +198,7 @@ def _gain(result: FinalResult) -> str:
     if account is None:
         return ""
     lines = [f"  {x}" for x in (selected_text(account), chain_text(account)) if x]
-    lines.append(f"campaign's gain: {gain_text(account)}")
+    lines.append(f"campaign's gain: {gain_text(account, result.folder)}")
     return "".join(line + "\n" for line in lines)
 
 

@@ -262,8 +262,8 @@ def confirmation_notes(account: Account) -> list[str]:
         c = account.confirmation
         notes.append(f"{c.attempt_id} is a confirmation round of {c.confirms} (never eligible)")
     notes += [
-        f"{a} is a confirmation round of an attempt that is no longer the pick (never eligible)"
-        for a in account.other_confirmations
+        f"{a} is a confirmation round of {of}, which is not the campaign's pick (never eligible)"
+        for a, of in account.other_confirmations
     ]
     return notes
 
@@ -301,15 +301,17 @@ def chain_text(account: Account) -> str | None:
     )
 
 
-def gain_text(account: Account) -> str:
-    """The campaign's gain: the confirmation round's interval, or why there is none."""
+def gain_text(account: Account, folder: object = None) -> str:
+    """The campaign's gain: the confirmation round's interval, or why there is none (and, with
+    the campaign's ``folder``, the command that measures it)."""
     c = account.confirmation
     if account.target is None:
         return "none (no attempt is PASS)"
     if c is None:
+        how = f" (explain-pipeline campaign final {folder} --confirm)" if folder else ""
         return (
             f"not measured again: no confirmation round of {account.target} against "
-            f"{account.reference} yet"
+            f"{account.reference} yet{how}"
         )
     measured = fmt_paired(c.estimate, c.low, c.high) or "no interval"
     return (

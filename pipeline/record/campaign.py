@@ -75,6 +75,10 @@ class FinalResult:
     ingest: IngestReport
     assess: AssessResult
     campaign_id: str
+    confirmed: RoundResult | None = None
+    """``campaign final --confirm``: the confirmation round recorded before this assessment."""
+    folder: Path | None = None
+    """The campaign folder (the next command names it)."""
 
     @property
     def rejected(self) -> pl.DataFrame:
@@ -93,7 +97,7 @@ def final_campaign(folder: Path, store: Store) -> FinalResult:
 
     read_campaign_json(folder)
     report = ingest(folder, store)
-    return FinalResult(report, assess(store, [folder.name]), folder.name)
+    return FinalResult(report, assess(store, [folder.name]), folder.name, folder=folder)
 
 
 @dataclass(frozen=True)

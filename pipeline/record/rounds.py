@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -95,6 +95,11 @@ class RoundRequest:
     candidate_cmd: str
     run: RunOptions = RunOptions()
     attempt_id: str | None = None
+    confirms: str | None = None
+    """A confirmation round (campaign final --confirm): the attempt it measures again."""
+    cwds: Mapping[Side, Path] = field(default_factory=dict)
+    """A side's working directory where it is not the recorder's (a confirmation runs each side
+    where the campaign recorded it)."""
 
 
 @dataclass(frozen=True)
@@ -326,10 +331,33 @@ def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: Run
         f"  candidate {inert(request.candidate)}: {inert(request.candidate_cmd)}\n"
         f"  {length}, warm-up {request.run.warmup} per side, "
         f"order seed {doc['order_seed']}, timeout {_seconds(request.run.timeout)}, "
-        f"cwd {inert(str(settings.cwd))}\n"
+        f"cwd {_cwds(settings)}\n"
         f"  measured by {describe(request.run.measure)}\n"
     )
     log.flush()
+
+
+def _cwds(settings: RunSettings) -> str:
+    """The folder the runs start in, or each side's when they differ."""
+    b, c = settings.cwd_of("baseline"), settings.cwd_of("candidate")
+    return inert(str(b)) if b == c else f"baseline {inert(str(b))}, candidate {inert(str(c))}"
+
+
+def _recorded(request: RoundRequest, settings: RunSettings) -> dict[str, Any]:
+    """What attempt.json keeps of the round beyond the runs: each side's command and folder
+    (so it can be measured again) and, for a confirmation round, what it confirms."""
+    given: dict[Side, str] = {
+        "baseline": request.baseline_cmd,
+        "candidate": request.candidate_cmd,
+    }
+    commands = {
+        side: {"command": command, "cwd": str(settings.cwd_of(side))}
+        for side, command in given.items()
+    }
+    found: dict[str, Any] = {"commands": commands}
+    if request.confirms is not None:
+        found |= {"kind": "confirmation", "confirms": request.confirms}
+    return found
 
 
 def _seconds(timeout: float | None) -> str:
@@ -507,8 +535,12 @@ def record_round(
     if run.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
     commands: dict[Side, list[str]] = {
-        "baseline": split_command("--baseline-cmd", request.baseline_cmd),
-        "candidate": split_command("--candidate-cmd", request.candidate_cmd),
+        "baseline": split_command(
+            "--baseline-cmd", request.baseline_cmd, request.cwds.get("baseline")
+        ),
+        "candidate": split_command(
+            "--candidate-cmd", request.candidate_cmd, request.cwds.get("candidate")
+        ),
     }
     check_options(run.measure, tracing=run.trace is not None, commands=list(commands.values()))
     if any(RESULTS_PLACEHOLDER in word for words in commands.values() for word in words):
@@ -522,16 +554,19 @@ def record_round(
             f"is better higher ({request.campaign_dir / 'campaign.json'}): the command must "
             "write its metric to $EXPLAIN_MEASUREMENT"
         )
-    settings = RunSettings(commands, run.timeout, run.trace, needs_file, measure=run.measure)
+    settings = RunSettings(
+        commands, run.timeout, run.trace, needs_file, measure=run.measure, cwds=request.cwds
+    )
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)
     plan = _plan(request, campaign)
+    extra = _recorded(request, settings)
     if plan is None:
-        slots, extra = schedule(run.repetitions, seed), {}
+        slots = schedule(run.repetitions, seed)
     else:
         slots = block_schedule(plan.max_pairs // until.BLOCK, seed)
         started = until.sequential_object(plan, [], "interrupted")
-        extra = {"sequential_sha256": sequential_sha256(started), "sequential": started}
+        extra |= {"sequential_sha256": sequential_sha256(started), "sequential": started}
     attempt = _create(request, attempt_id, number, seed, mechanism, extra)
     decider = None if plan is None else _Decider(plan, campaign, attempt, mechanism)
     total = len(slots) + 2 * run.warmup

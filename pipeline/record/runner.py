@@ -61,6 +61,12 @@ class RunSettings:
     needs_file: bool = False  # a better: higher campaign has no wall-clock fallback
     cwd: Path = field(default_factory=Path.cwd)
     measure: MeasureOptions = field(default_factory=MeasureOptions)
+    cwds: Mapping[Side, Path] = field(default_factory=dict)
+    """A side's own working directory where it differs from ``cwd`` (a confirmation round runs
+    each side where the campaign recorded it)."""
+
+    def cwd_of(self, side: Side) -> Path:
+        return self.cwds.get(side, self.cwd)
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,9 @@ def timestamp(moment: datetime) -> str:
 
 
 # -- commands -----------------------------------------------------------------------------------
-def split_command(option: str, command: str) -> list[str]:
-    """Words as a shell splits them; the program must exist (checked before anything runs)."""
+def split_command(option: str, command: str, cwd: Path | None = None) -> list[str]:
+    """Words as a shell splits them; the program must exist (checked before anything runs; a
+    program given as a path is looked up from ``cwd``, the folder the command will run in)."""
     try:
         words = shlex.split(command)
     except ValueError as exc:
@@ -108,7 +115,7 @@ def split_command(option: str, command: str) -> list[str]:
     if not words:
         raise UsageError(f"{option}: the command is empty")
     program = words[0]
-    found = shutil.which(program) if os.sep not in program else program
+    found = shutil.which(program) if os.sep not in program else str((cwd or Path()) / program)
     if found is None or not os.access(found, os.X_OK) or os.path.isdir(found):
         raise UsageError(f"{option} {command!r}: {program!r} is not an executable program")
     return words
@@ -216,7 +223,7 @@ def execute(settings: RunSettings, side: Side, repetition: int, folder: Path) ->
             process = subprocess.Popen(
                 measure.command(settings.commands[side], settings.measure, folder),
                 env=env,
-                cwd=settings.cwd,
+                cwd=settings.cwd_of(side),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,

@@ -1,0 +1,194 @@
+"""``campaign final --confirm``: a confirmation round of the campaign's pick, recorded after the
+pick was made, then the campaign assessed again (docs/contract.md §15).
+
+The pick of a campaign is the largest of many noisy estimates, so its own estimate leans high
+(``calibrate --campaigns``); a fresh round of it, whose draws nothing selected, does not. The
+round runs the campaign's reference baseline (its first round's) against the target the
+accounting names (the best attempt; in a chained campaign the chain's last adopted step),
+with a new order seed, under the frozen policy (campaign.json is not touched), as a new attempt
+``c<round>`` that says ``kind: confirmation`` and which attempt it confirms. Each side runs the
+command the campaign recorded for it (attempt.json's ``commands``) in the folder it was recorded
+in; a campaign recorded without them takes the commands as options. The target's declaration
+(mechanism.json) is declared again before the confirmation's candidate runs, so its evidence is
+measured again too.
+
+A target that already has a completed confirmation is refused: measuring again until a
+confirmation looks good would be the search over again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.contract.layout import MECHANISM_FILE
+from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.record.options import RunOptions
+from pipeline.record.order import Side
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from pipeline.assessment.accounting import Account
+    from pipeline.record.campaign import FinalResult
+    from pipeline.record.rounds import RoundRequest
+    from pipeline.store.tables import Store
+
+
+@dataclass(frozen=True)
+class ConfirmRequest:
+    """What ``campaign final --confirm`` is asked to do. ``attempt``: the attempt to confirm
+    (default: the accounting's target); ``baseline_cmd``/``candidate_cmd``: the commands when
+    the campaign did not record them (they then run in the current folder)."""
+
+    campaign_dir: Path
+    run: RunOptions = RunOptions()
+    attempt: str | None = None
+    baseline_cmd: str | None = None
+    candidate_cmd: str | None = None
+
+
+@dataclass(frozen=True)
+class _Side:
+    label: str
+    command: str
+    cwd: Path | None  # None: the recorder's folder
+
+
+def _target(request: ConfirmRequest, account: Account, attempts: pl.DataFrame) -> str:
+    """The attempt to confirm: the one asked for (a round of the campaign), else the target."""
+    rounds = attempts.filter(attempts["kind"].fill_null("round") != "confirmation")
+    if request.attempt is not None:
+        if request.attempt not in rounds["attempt_id"].to_list():
+            raise UsageError(
+                f"--attempt {request.attempt!r}: no such round in campaign {account.campaign_id!r}"
+            )
+        return request.attempt
+    if account.target is None:
+        raise UsageError(
+            f"campaign {account.campaign_id!r}: nothing to confirm, no attempt is PASS "
+            "(--attempt ID confirms a given round)"
+        )
+    return account.target
+
+
+def _refuse_a_second(target: str, attempts: pl.DataFrame, assessments: pl.DataFrame) -> None:
+    """A target confirmed once (a completed confirmation round) is not measured again."""
+    import polars as pl
+
+    done = assessments.select("attempt_id", "status")
+    found = (
+        attempts.filter((pl.col("kind") == "confirmation") & (pl.col("confirms") == target))
+        .join(done, on="attempt_id", suffix="_assessed")
+        .filter(pl.col("status_assessed") == "completed")
+    )
+    if found.height:
+        raise UsageError(
+            f"{target} is already confirmed by {found['attempt_id'][0]}: a confirmation is "
+            "measured once (measuring again until one looks good would be the search over "
+            "again); its interval is the campaign's gain"
+        )
+
+
+def _side(
+    side: Side, row: Mapping[str, Any], given: str | None, option: str
+) -> tuple[_Side, str | None]:
+    """A side's label, command and folder: the command given, else the recorded one; the
+    second value names what is missing (None: nothing)."""
+    label = row[side]
+    if given is not None:
+        return _Side(label, given, None), None
+    command, cwd = row.get(f"{side}_command"), row.get(f"{side}_cwd")
+    if command is None:
+        return _Side(label, "", None), f"{option} CMD (the command of {label!r})"
+    return _Side(label, command, Path(cwd) if cwd else None), None
+
+
+def _sides(
+    request: ConfirmRequest, reference: Mapping[str, Any], target: Mapping[str, Any]
+) -> tuple[_Side, _Side]:
+    """The reference baseline (from the campaign's first round) and the target's candidate."""
+    baseline, missing_b = _side("baseline", reference, request.baseline_cmd, "--baseline-cmd")
+    candidate, missing_c = _side("candidate", target, request.candidate_cmd, "--candidate-cmd")
+    missing = [m for m in (missing_b, missing_c) if m]
+    if missing:
+        raise UsageError(
+            f"the campaign was recorded without the commands a confirmation of "
+            f"{target['attempt_id']} needs: give {' and '.join(missing)}"
+        )
+    for side in (baseline, candidate):
+        if side.cwd is not None and not side.cwd.is_dir():
+            raise UsageError(
+                f"{side.cwd}: the folder {side.label!r} was recorded in is gone; give its "
+                "command with --baseline-cmd/--candidate-cmd to run it from here"
+            )
+    return baseline, candidate
+
+
+def _round_request(
+    request: ConfirmRequest, account: Account, target: str, attempts: pl.DataFrame
+) -> RoundRequest:
+    from pipeline.record.rounds import RoundRequest, next_round
+
+    rows = {r["attempt_id"]: r for r in attempts.iter_rows(named=True)}
+    rounds = [r for r in rows.values() if (r.get("kind") or "round") != "confirmation"]
+    first = min(rounds, key=lambda r: (r["round"], r["attempt_id"]))
+    baseline, candidate = _sides(request, first, rows[target])
+    mechanism = request.campaign_dir / target / MECHANISM_FILE
+    run = dataclasses.replace(
+        request.run, mechanism_file=mechanism if mechanism.is_file() else None
+    )
+    sides: dict[Side, _Side] = {"baseline": baseline, "candidate": candidate}
+    cwds = {side: found.cwd for side, found in sides.items() if found.cwd is not None}
+    return RoundRequest(
+        request.campaign_dir,
+        candidate=candidate.label,
+        baseline=baseline.label,
+        baseline_cmd=baseline.command,
+        candidate_cmd=candidate.command,
+        run=run,
+        attempt_id=f"c{next_round(request.campaign_dir):03d}",
+        confirms=target,
+        cwds=cwds,
+    )
+
+
+def confirm_campaign(
+    request: ConfirmRequest,
+    store: Store,
+    *,
+    progress: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> FinalResult:
+    """Ingest and assess the campaign, record a confirmation round of its target, then ingest
+    and assess it again (module docstring). The result carries the round it recorded."""
+    from pipeline.record.campaign import final_campaign
+    from pipeline.record.rounds import record_round
+
+    if request.run.mechanism_file is not None:
+        raise UsageError(
+            "--mechanism-file: a confirmation declares again what the confirmed attempt "
+            "declared (its mechanism.json)"
+        )
+    before = final_campaign(request.campaign_dir, store)
+    cid = before.campaign_id
+    if before.assess.blocked.height:
+        raise ExplainError(
+            f"campaign {cid!r} is blocked by integrity errors: nothing is confirmed "
+            f"(explain-pipeline campaign final {request.campaign_dir} lists them)",
+            ExitCode.INTEGRITY,
+        )
+    account = before.assess.accounts.get(cid)
+    attempts = store.read("attempts", [cid])
+    if account is None or attempts.is_empty():
+        raise UsageError(f"campaign {cid!r}: no round to confirm yet")
+    target = _target(request, account, attempts)
+    _refuse_a_second(target, attempts, before.assess.assessments)
+    recorded = record_round(
+        _round_request(request, account, target, attempts), progress=progress, warn=warn
+    )
+    after = final_campaign(request.campaign_dir, store)
+    return dataclasses.replace(after, confirmed=recorded)
