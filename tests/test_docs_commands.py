@@ -145,15 +145,17 @@ class Session:
 
 
 # -- comparing output ------------------------------------------------------------------------------
-_NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?")
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?|\binf\b)")
 _DRAWN = re.compile(
     r"\b(?:none|decrease|increase|improved|regressed|confirmed|contradicted|unsupported|"
     r"consistent|unverifiable|explained|within_noise|below_gate|no order bias found|"
-    r"order bias found)\b"
+    r"order bias found|biased by run order)\b"
 )
 """Words a timing draw decides, free in timed output: whether a region moved (a reference region
 that did not change is 'none' in 95% of rounds, not all), whether the order effect's interval
-excludes 1. PASS, FAIL and INCONCLUSIVE stay compared: the pages claim them."""
+excludes 1 (its reading: 'no order bias found' or 'biased by run order'), and whether a counter
+that is 0 in some runs reads inf. PASS, FAIL and INCONCLUSIVE stay compared: the pages claim
+them."""
 
 
 _ZERO_COUNT = re.compile(r" - (zero_baseline|zero_candidate)$")
@@ -399,6 +401,22 @@ def test_output_is_compared_exactly_or_with_the_timing_draw_left_free() -> None:
     counted = ["  counter rusage.major_faults   -     zero_baseline"]
     assert output_problem(counted, "counter rusage.major_faults 1.0 [0.9, 1.1] none", timed) is None
     assert output_problem(shown[:1], drawn, Mark("run", timed=True)) is not None
+    ordered = [
+        "order effect (A-first pairs vs B-first pairs): 1.01 [0.94, 1.08], no order bias found"
+    ]
+    biased = "order effect (A-first pairs vs B-first pairs): 1.2 [1.1, 1.3], biased by run order"
+    assert output_problem(ordered, biased, timed) is None
+    switches = ["  counter rusage.involuntary_switches 1.1 [0.9, 1.3]   none"]
+    assert (
+        output_problem(switches, "counter rusage.involuntary_switches inf [2.0, inf] none", timed)
+        is None
+    )
+    assert (
+        output_problem(
+            switches, "counter rusage.involuntary_switches inf [2.0, inf] none", Mark("run")
+        )
+        is not None
+    )
 
 
 def test_the_same_command_is_the_same_whatever_its_layout() -> None:
