@@ -55,6 +55,7 @@ bench: $(BIN)/explain-pipeline
 	$(BIN)/python -m compileall -q pipeline  # as an installed package is: no compiling per run
 	$(BIN)/python benchmarks/bench_assess.py --with-ingest
 	$(BIN)/python benchmarks/bench_record.py
+	$(BIN)/python benchmarks/bench_family.py  # a verdict per benchmark: 1,000 x 40 pairs
 
 clean:
 	rm -rf $(VENV) $(STORE) .pytest_cache node_modules

@@ -18,6 +18,7 @@ from scipy import stats
 
 from pipeline.assessment import family, sequential
 from pipeline.assessment.campaigns import assess
+from pipeline.assessment.sequential import Schedule
 from pipeline.contract.policy import canonical_policy, policy_sha256
 from pipeline.contract.schemas import table
 from pipeline.store.tables import Store
@@ -95,9 +96,9 @@ def test_a_family_of_one_is_the_student_t_interval() -> None:
 
 
 def test_under_a_plan_c_is_the_sequential_boundary_at_the_member_level() -> None:
-    plan = (6, 2, 20)
+    plan = Schedule(6, 2, 20)
     c = family.critical_value(10, 12, 0.95, plan)
-    assert c == sequential.boundary(6, 2, 20, 1 - 0.05 / 12)
+    assert c == plan.critical(1 - 0.05 / 12, 10)  # contract §10 c_n at the member level
     # wider than the fixed-n Bonferroni constant at the same n, narrower than no correction
     assert stats.t.ppf(1 - 0.05 / 24, 9) < c
     # the same recipe at one member is the campaign's own sequential_t constant
@@ -348,7 +349,7 @@ def test_a_round_that_stopped_when_decided_takes_the_boundary_at_alpha_over_m(
     m = len(_members(attempts[0]))
     first = rows.filter(pl.col("attempt_id") == "r001")
     assert set(first["method"]) == {"sequential_bonferroni_t"}
-    assert set(first["critical"]) == {sequential.boundary(6, 2, 20, 1 - 0.05 / m)}
+    assert set(first["critical"]) == {Schedule(6, 2, 20).critical(1 - 0.05 / m, 10)}
     second = rows.filter(pl.col("attempt_id") == "r002")
     assert set(second["method"]) == {"bonferroni_t"}  # no plan: one look at n
     assert set(second["verdict"]) == {"inconclusive"}

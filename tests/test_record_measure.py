@@ -191,9 +191,10 @@ def test_measure_pytest_benchmark_ab_gives_per_benchmark_intervals(
     for line in lines:
         assert set(line["breakdown"]["all"]) == {scaled, same}
         assert line["metric"] == pytest.approx(sum(line["breakdown"]["all"].values()))
-    rows = {r.split()[1]: r for r in out.splitlines() if r.startswith("  region ")}
-    assert rows[scaled].endswith("decrease"), out  # B is ~10x faster on the scaled benchmark
-    estimate = float(rows[scaled].split()[2])
+    # with --measure, ab decides every benchmark: one row each in its benchmarks table
+    rows = {r.split()[0]: r for r in out.splitlines() if r.startswith("  test_suite.py::")}
+    assert rows[scaled].endswith("improved"), out  # B is ~10x faster on the scaled benchmark
+    estimate = float(rows[scaled].split()[2])  # name, pairs, ratio
     assert 4 < estimate < 25, out
     assert "verdict: PASS" in out and code == 0
 

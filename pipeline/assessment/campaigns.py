@@ -29,6 +29,7 @@ from pipeline.assessment import (
     quantities,
     verdicts,
 )
+from pipeline.assessment.gate import Gate, decide_gate, metric_member
 from pipeline.assessment.quantities import ATTEMPT
 from pipeline.contract.declare import spec
 from pipeline.contract.policy import (
@@ -188,6 +189,21 @@ def gated_attempt(
             f"no attempt {attempt_id!r} in campaign {campaign_id!r} (latest attempts: {have})"
         )
     return found.row(0, named=True)
+
+
+def gate(result: AssessResult, campaign_id: str, attempt_id: str | None, fail_on: str) -> Gate:
+    """The CI gate (``--fail-on``, pipeline.assessment.gate) of ``attempt_id``, else the campaign's
+    latest round: its benchmarks under ``decide: regions``, else its metric."""
+    row = gated_attempt(result.assessments, campaign_id, attempt_id)
+    policies = result.policies if result.policies is not None else table("campaigns").empty()
+    policy = policies.filter(pl.col("campaign_id") == campaign_id).row(0, named=True)
+    if policy["decide"] == family.DECIDES_REGIONS:
+        mine = pl.col("campaign_id") == campaign_id
+        members = result.benchmarks.filter(mine & (pl.col("attempt_id") == row["attempt_id"]))
+    else:
+        gate_pct, margin_pct = policy["min_improvement_pct"], policy["margin_pct"]
+        members = metric_member(row, policy["metric_name"], gate_pct, margin_pct)
+    return decide_gate(row, members, fail_on)
 
 
 # -- reading -------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from pipeline.assessment import sequential
 from pipeline.assessment.bootstrap import FloatArray, mean_in_order
 from pipeline.assessment.intervals import student_t_bounds
 from pipeline.assessment.quantities import SCHEDULE
+from pipeline.assessment.sequential import Schedule
 from pipeline.contract.schemas import table
 
 QUANTITY = ["campaign_id", "attempt_id", "quantity", "name"]
@@ -48,9 +49,6 @@ DATA_REASONS: tuple[Reason, ...] = ("zero_baseline", "zero_candidate", "too_few_
 """Why a member has no interval, from its pairs; checked in this order (contract §4.3's order).
 A member without such a reason of an attempt that did not complete is ``attempt_<status>``."""
 
-Plan = tuple[int, int, int]
-"""A round's planned looks: (first_look, look_every, max_pairs)."""
-
 
 @dataclass(frozen=True)
 class FamilyIntervals:
@@ -62,22 +60,25 @@ class FamilyIntervals:
     critical: float
 
 
-def critical_value(n: int, family_size: int, confidence: float, plan: Plan | None = None) -> float:
+def critical_value(
+    n: int, family_size: int, confidence: float, plan: Schedule | None = None
+) -> float:
     """``c`` for members with ``n`` pairs in a family of ``family_size``: with α = 1 −
     confidence, ``scipy.stats.t.ppf(1 − α / (2 m), n − 1)``; under a round's planned looks,
-    ``sequential.boundary(first_look, look_every, max_pairs, 1 − α / m)`` (contract §15)."""
+    §10's ``c_n`` at confidence ``1 − α / m``: ``max(boundary(first_look, look_every,
+    max_pairs, 1 − α / m), t.ppf(1 − α / (2 m), n − 1))`` (contract §15)."""
     if n < 2 or family_size < 1:
         raise ValueError(f"a simultaneous interval needs n >= 2 and m >= 1, got {n}, {family_size}")
     alpha = 1.0 - confidence
-    if plan is not None:
-        return sequential.boundary(*plan, 1.0 - alpha / family_size)
-    from scipy import stats
+    if plan is not None:  # contract §10's c_n at the member level: never below t's at n
+        return plan.critical(1.0 - alpha / family_size, n)
+    from scipy.special import stdtrit  # = scipy.stats.t.ppf, without scipy.stats' import
 
-    return float(stats.t.ppf(1.0 - alpha / (2 * family_size), n - 1))
+    return float(stdtrit(n - 1, 1.0 - alpha / (2 * family_size)))
 
 
 def family_intervals(
-    x: npt.ArrayLike, family_size: int, confidence: float, plan: Plan | None = None
+    x: npt.ArrayLike, family_size: int, confidence: float, plan: Schedule | None = None
 ) -> FamilyIntervals:
     """The simultaneous intervals of every column of finite ``x`` (n pairs in repetition order,
     Q members of families of ``family_size``): ``exp(mean ∓ c · s / √n)``, ``s`` the standard
@@ -131,11 +132,13 @@ _NUMBERS = {
 }
 
 
-def _plan(interval: str, first_look: int | None, look_every: int, max_pairs: int) -> Plan | None:
+def _plan(
+    interval: str, first_look: int | None, look_every: int, max_pairs: int
+) -> Schedule | None:
     """The planned looks the constant is taken over: only under ``sequential_t`` with a plan."""
     if interval != sequential.METHOD or first_look is None:
         return None
-    return int(first_look), int(look_every), int(max_pairs)
+    return Schedule(int(first_look), int(look_every), int(max_pairs))
 
 
 def _intervals(due: pl.DataFrame) -> pl.DataFrame:
@@ -229,3 +232,81 @@ def with_verdicts(rows: pl.LazyFrame, context: pl.LazyFrame) -> pl.LazyFrame:
         )
         .select(table("benchmarks").names)
     )
+
+
+# -- stopping when every member is decided (round --until-decided) -----------------------------
+Stop = Literal["decided", "futility"]
+
+
+def decision_chances(
+    n: npt.ArrayLike,
+    mean: npt.ArrayLike,
+    sd: npt.ArrayLike,
+    critical: npt.ArrayLike,
+    *,
+    max_pairs: int,
+    gate_pct: float,
+    margin_pct: float,
+) -> FloatArray:
+    """The predictive probability that a member is decided (regressed, improved or unchanged)
+    at ``max_pairs``, given its ``n`` pairs so far (mean log-ratio ``mean``, spread ``sd`` with
+    ddof 1), in the spirit of contract §10's futility: ``sd`` taken as known, the final
+    half-width is ``h = c · sd / √N`` (``c`` the member's ``critical``, one constant for every
+    look) and the final mean is ``Normal(mean, sd² (N − n) / (N n))``. With
+    ``ln M = ln(1 + margin_pct / 100)`` and ``ln g = ln(max(1 + gate_pct / 100, 1))``, the final
+    mean decides at most ``−ln M − h`` (regressed), at least ``ln g + h`` (improved), or within
+    ``[−ln M + h, ln M − h]`` (unchanged); the chance is the normal mass of that union. Where
+    the final mean is certain (``sd = 0`` or ``n ≥ N``): 1 if ``mean`` is in it, else 0."""
+    from scipy.special import ndtr
+
+    n_, mean_, sd_, c_ = np.broadcast_arrays(
+        *(np.asarray(v, dtype=np.float64) for v in (n, mean, sd, critical))
+    )
+    final = float(max_pairs)
+    half = c_ * sd_ / math.sqrt(final)
+    log_margin = math.log1p(margin_pct / 100)
+    regressed = -log_margin - half
+    improved = math.log(max(1 + gate_pct / 100, 1.0)) + half
+    same_low, same_high = -log_margin + half, np.minimum(log_margin - half, improved)
+    spread = sd_ * np.sqrt(np.maximum(final - n_, 0.0) / (final * n_))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chance = (
+            ndtr((regressed - mean_) / spread)
+            + (1.0 - ndtr((improved - mean_) / spread))
+            + np.maximum(ndtr((same_high - mean_) / spread) - ndtr((same_low - mean_) / spread), 0)
+        )
+    inside = (
+        (mean_ <= regressed) | (mean_ >= improved) | ((same_low <= mean_) & (mean_ <= same_high))
+    )
+    return np.where(spread == 0, inside.astype(np.float64), np.minimum(chance, 1.0))
+
+
+def stop_reason(
+    members: pl.DataFrame, *, max_pairs: int, gate_pct: float, margin_pct: float
+) -> Stop | None:
+    """Whether a round whose attempt has these ``members`` (its rows of table ``benchmarks`` at
+    a look) stops: ``decided`` when every member is improved, regressed or unchanged;
+    ``futility`` when every undecided member's decision chance (``decision_chances``) is below
+    ``sequential.FUTILITY_POWER``, a member without an interval (a vanished benchmark, a zero
+    baseline) counting as futile since it is never decided; else None (go on). The chance
+    never stops a member that is decided, so it cannot add a false claim: the family's
+    intervals cover at every look together (contract §15)."""
+    undecided = members.filter(pl.col("verdict") == "inconclusive")
+    if undecided.is_empty():
+        return "decided"
+    with_interval = undecided.filter(pl.col("low").is_not_null() & pl.col("critical").is_not_null())
+    n = with_interval["n_pairs"].to_numpy().astype(np.float64)
+    low, high = (np.log(with_interval[c].to_numpy()) for c in ("low", "high"))
+    critical = with_interval["critical"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sd = (high - low) / 2 * np.sqrt(n) / critical
+    chances = decision_chances(
+        n,
+        np.log(with_interval["estimate"].to_numpy()),
+        sd,
+        critical,
+        max_pairs=max_pairs,
+        gate_pct=gate_pct,
+        margin_pct=margin_pct,
+    )
+    return "futility" if bool(np.all(chances < sequential.FUTILITY_POWER)) else None

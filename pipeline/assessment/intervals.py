@@ -14,7 +14,10 @@
   with one look ``c`` is ``t_{n-1}(1 - α / 2)``, i.e. ``student_t``. A ``+inf`` pair: as
   ``student_t``.
 
-α = 1 - confidence. scipy is imported where it is needed (it is slow to import).
+α = 1 - confidence. scipy is imported where it is needed (it is slow to import), and only its
+``special`` functions: ``stdtrit(df, p)`` and ``ndtr`` are what ``scipy.stats.t.ppf`` and
+``scipy.stats.norm.cdf`` compute, to the bit, without ``scipy.stats``' import (a second or more
+of every assess's start-up on a loaded 2-core machine).
 
 The methods are a registry, ``METHODS``: name -> its bounds function, the critical value a
 fixed round of ``n`` pairs must reach (``study.plan``'s power), whether a quantity with a
@@ -64,12 +67,12 @@ Bounds = Callable[[FloatArray, Settings], tuple[FloatArray, FloatArray, FloatArr
 
 def expanded_probability(n: int, confidence: float) -> float:
     """The lower probability at which the expanded percentile interval reads the resamples."""
-    from scipy import stats
+    from scipy.special import ndtr, stdtrit
 
     if n < 2:
         raise ValueError(f"the expanded percentile interval needs n >= 2 pairs, got {n}")
     alpha = 1.0 - confidence
-    return float(stats.norm.cdf(math.sqrt(n / (n - 1)) * stats.t.ppf(alpha / 2, n - 1)))
+    return float(ndtr(math.sqrt(n / (n - 1)) * stdtrit(n - 1, alpha / 2)))
 
 
 def student_t_bounds(
@@ -81,9 +84,9 @@ def student_t_bounds(
     if n < 2:
         raise ValueError(f"the Student-t interval needs n >= 2 pairs, got {n}")
     if critical is None:
-        from scipy import stats
+        from scipy.special import stdtrit
 
-        critical = float(stats.t.ppf(1.0 - (1.0 - confidence) / 2, n - 1))
+        critical = float(stdtrit(n - 1, 1.0 - (1.0 - confidence) / 2))
     # sums added row by row: the same bits whatever other columns share the batch
     mean = mean_in_order(x)
     std = np.sqrt(mean_in_order((x - mean) ** 2) * (n / (n - 1)))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.assessment.gate import DEFAULT_FAIL_ON, FAIL_ON
 from pipeline.cli.common import (
     command,
     engine_options,
@@ -50,6 +51,14 @@ from pipeline.errors import ExitCode, UsageError
     help="With --gate: the attempt to gate on (default: the campaign's latest round).",
 )
 @click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default=DEFAULT_FAIL_ON,
+    show_default=True,
+    help="With --gate: exit 5 when the verdict is not PASS (not-improved), when any benchmark "
+    "or the metric regressed (regression), or when anything moved (change).",
+)
+@click.option(
     "--digests",
     is_flag=True,
     help="json, csv: also the bookkeeping columns inputs_sha256, campaign_sha256 and "
@@ -66,6 +75,7 @@ def assess_command(
     ray_address: str | None,
     gate: bool,
     gate_attempt: str | None,
+    fail_on: str,
     digests: bool,
     junit: Path | None,
 ) -> int:
@@ -85,6 +95,7 @@ def assess_command(
           --what-if require_explanation=true
       explain-pipeline assess --all --engine ray --ray-address auto
       explain-pipeline assess llama-decode-2026-11 --gate   # in CI: exit 5 unless PASS
+      explain-pipeline assess suite-2026-12 --gate --fail-on regression
       explain-pipeline assess llama-decode-2026-11 --format markdown --junit verdicts.xml
     """
     if bool(campaign_id) == all_campaigns:
@@ -93,6 +104,8 @@ def assess_command(
         raise UsageError("--gate needs one CAMPAIGN_ID and the frozen policy (no --all, --what-if)")
     if gate_attempt is not None and not gate:
         raise UsageError("--attempt is the attempt --gate decides on: give --gate too")
+    if fail_on != DEFAULT_FAIL_ON and not gate:
+        raise UsageError("--fail-on says when --gate fails: give --gate too")
     if junit is not None and what_if:
         raise UsageError("--junit reports the frozen policy's verdicts: drop --what-if")
     from pipeline.allocator import load_polars
@@ -102,6 +115,7 @@ def assess_command(
     # peak RSS over 1 GiB); no CPU cost measured.
     load_polars("muzzy_decay_ms:0")
     from pipeline.assessment.campaigns import assess
+    from pipeline.output.inert import shown
     from pipeline.output.sinks import Sinks, echo
     from pipeline.output.text import gate_line, rejection_warnings
     from pipeline.store.tables import Store
@@ -114,10 +128,10 @@ def assess_command(
             result = assess(store, wanted, what_if=what_if or None, engine=runner)
     gated = None
     if gate and not result.blocked.height:  # a bad --attempt is refused before any output
-        from pipeline.assessment.campaigns import gated_attempt
+        from pipeline.assessment.campaigns import gate as gate_of
 
         try:
-            gated = gated_attempt(result.assessments, campaign_id or "", gate_attempt)
+            gated = gate_of(result, campaign_id or "", gate_attempt, fail_on)
         except UsageError as exc:
             option = "--gate" if gate_attempt is None else "--attempt"
             raise UsageError(f"{option}: {exc}") from None
@@ -129,8 +143,8 @@ def assess_command(
         click.echo(f"error: blocked by integrity errors: {ids}", err=True)
         return int(result.exit_code)
     if gated is not None:
-        echo(gate_line(gated) + "\n", err=True)
-        return int(ExitCode.OK if gated["verdict"] == "PASS" else ExitCode.NOT_PASS)
+        echo(gate_line(shown(gated)) + "\n", err=True)
+        return int(ExitCode.NOT_PASS if gated.failed else ExitCode.OK)
     return int(result.exit_code)
 
 

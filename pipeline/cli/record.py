@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from pipeline.assessment.gate import DEFAULT_FAIL_ON, FAIL_ON
 from pipeline.cli.common import (
     command,
     declared_choice,
@@ -115,6 +116,20 @@ def campaign_group() -> None:
     show_default=True,
     help="Interval method.",
 )
+@click.option(
+    "--decide",
+    type=declared_choice("campaign", "policy", "decide"),
+    default=None,
+    help="What a round decides: its metric (default), or regions: also every region, "
+    "each benchmark of a suite, with the suite's error held (docs/assess.md).",
+)
+@click.option(
+    "--margin-pct",
+    type=policy_range("margin_pct"),
+    default=None,
+    help="--decide regions: a benchmark within this margin is unchanged, one slower by more "
+    "is regressed (default 1.0).",
+)
 def start_command(
     folder: Path,
     metric: str,
@@ -133,6 +148,8 @@ def start_command(
       explain-pipeline campaign start attempts/matmul --metric seconds
       explain-pipeline campaign start attempts/serve --metric tokens_per_s --better higher \\
           --decision paired --require-explanation
+      explain-pipeline campaign start attempts/suite --metric seconds --decision paired \\
+          --decide regions --margin-pct 2
     """
     from pipeline.record.campaign import start_campaign
 
@@ -540,6 +557,29 @@ def _one_count(until_decided: bool) -> None:
     show_default=True,
     help="The gate, in percent.",
 )
+@click.option(
+    "--decide",
+    type=declared_choice("campaign", "policy", "decide"),
+    default=None,
+    help="What the round decides: its metric, or regions: also every benchmark, with the "
+    "suite's error held (default: regions with --measure, else metric).",
+)
+@click.option(
+    "--margin-pct",
+    type=policy_range("margin_pct"),
+    default=POLICY_DEFAULTS["margin_pct"],
+    show_default=True,
+    help="--decide regions: a benchmark within this margin is unchanged, one slower by more "
+    "is regressed.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default=DEFAULT_FAIL_ON,
+    show_default=True,
+    help="Exit 5 when the verdict is not PASS (not-improved), when any benchmark or the "
+    "metric regressed (regression), or when anything moved (change).",
+)
 @click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
 @click.option(
     "--better",
@@ -564,6 +604,9 @@ def ab_command(
     require_explanation: bool,
     interval: str | None,
     min_improvement_pct: float,
+    decide: str | None,
+    margin_pct: float,
+    fail_on: str,
     metric: str,
     better: str,
     keep: Path | None,
@@ -589,6 +632,9 @@ def ab_command(
           "pytest new/ --benchmark-only --benchmark-json={results}"
       explain-pipeline ab "python old.py" "python new.py" --format markdown --junit ab.xml
       explain-pipeline ab "python old.py" "python new.py" --until-decided
+      explain-pipeline ab --measure pytest-benchmark -n 10 --fail-on regression \\
+          "pytest old/ --benchmark-only --benchmark-json={results}" \\
+          "pytest new/ --benchmark-only --benchmark-json={results}"
     """
     from pipeline.output.sinks import Sinks
     from pipeline.record.campaign import ab
@@ -598,9 +644,12 @@ def ab_command(
         "decision": decision,
         "require_explanation": require_explanation,
         "min_improvement_pct": min_improvement_pct,
+        "margin_pct": margin_pct,
     }
     if interval is not None:  # else ab's default (ab_policy)
         policy["interval"] = interval
+    if decide is not None:  # else ab's default: regions with --measure
+        policy["decide"] = decide
     result = ab(
         command_a,
         command_b,
@@ -611,14 +660,14 @@ def ab_command(
         keep=keep,
         progress=sys.stderr.isatty(),
         warn=_warn,
+        fail_on=fail_on,
     )
     sinks.emit(result)
     if result.final.assess.blocked.height:
         return int(ExitCode.INTEGRITY)
     if result.round.status == "failed":
         return int(ExitCode.ROUND_FAILED)
-    row = result.row
-    return int(ExitCode.OK if row is not None and row["verdict"] == "PASS" else ExitCode.NOT_PASS)
+    return int(ExitCode.NOT_PASS if result.gate is None or result.gate.failed else ExitCode.OK)
 
 
 COMMANDS: list[click.Command] = [campaign_group, round_command, ab_command]

@@ -14,8 +14,10 @@ from typing import Any
 import polars as pl
 
 from pipeline.assessment.campaigns import AssessResult
+from pipeline.assessment.gate import Gate
 from pipeline.output.numbers import TEXT, fmt_number, fmt_paired
 from pipeline.output.views import (
+    RUSAGE_PREFIX,
     SUMMARY_HEADERS,
     Split,
     accounting_text,
@@ -26,6 +28,10 @@ from pipeline.output.views import (
     confirmation_notes,
     gain_text,
     issue_text,
+    member_cells,
+    member_counts,
+    member_label,
+    members_in_order,
     parts,
     rejected_names,
     rejections,
@@ -132,6 +138,11 @@ def _campaign_table(split: Split, cid: str, what_if: bool) -> str:
         out.write(_grid([SUMMARY_HEADERS, *cells]))
         out.write(_order_warnings(rows))
         out.write(_accounting(split.result, cid))
+        for aid in rows["attempt_id"]:
+            members = split.benchmarks(cid, aid)
+            if members.height:
+                lines = benchmark_lines(members, "the candidate", f" of {aid}")
+                out.write("".join(f"{line}\n" for line in lines))
     out.write(rejected_lines(split.rejected(cid)))
     if what_if:
         differ, total = changed(split.result, cid)
@@ -202,12 +213,51 @@ def _gain(result: FinalResult) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def gate_line(row: Mapping[str, Any]) -> str:
-    """`assess --gate`: the gated attempt and whether it is PASS."""
+def benchmark_lines(members: pl.DataFrame, faster: str, which: str = "") -> list[str]:
+    """An attempt's benchmarks (contract §15): what the intervals are and which way they read
+    (``faster``: the side a ratio above 1 favours), one row per member in the order every
+    format lists them (views.members_in_order: the metric, then the largest slowdown first),
+    then the count per verdict."""
+    m = members.height
+    methods = ", ".join(sorted(set(members["method"].drop_nulls()))) or "no interval"
+    critical = members["critical"].drop_nulls()
+    constant = f", c = {critical[0]:.4f}" if critical.len() else ""
+    head = (
+        f"benchmarks{which}: {m} members (the metric and {m - 1} benchmarks) decided together, "
+        f"simultaneous intervals ({methods}{constant}); > 1: {faster} is faster"
+    )
+    cells = [member_cells(r) for r in members_in_order(members).iter_rows(named=True)]
+    grid = _grid([("", "pairs", "ratio [low, high]", "verdict"), *cells])
+    return [head, *("  " + line for line in grid.splitlines()), f"  {member_counts(members)}"]
+
+
+def gate_line(gate: Gate) -> str:
+    """`assess --gate`, `ab --fail-on`: the gated attempt, whether it failed, and the members
+    that decided it (the regressed ones, and under ``change`` the improved ones)."""
+    row = gate.attempt
     where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
-    if row["verdict"] == "PASS":
-        return f"{where}: PASS"
-    return f"{where}: {verdict_text(row)}, not PASS"
+    named = [
+        (member_label(m), _interval(m["estimate"], m["low"], m["high"]), m)
+        for m in gate.deciders.iter_rows(named=True)
+    ]
+    if gate.fail_on == "not-improved":
+        line = f"{where}: {verdict_text(row)}, not PASS" if gate.failed else f"{where}: PASS"
+        regions = "; ".join(
+            f"{label} {ratio}" for label, ratio, m in named if m["quantity"] == "region"
+        )
+        return line + (f"; regressed: {regions}" if regions else "")
+    what = f"--fail-on {gate.fail_on}"
+    if row["status"] != "completed":
+        return f"{where}: FAIL ({what}): the attempt is {row['status']}; nothing was decided"
+    if gate.failed:
+        return f"{where}: FAIL ({what}): " + "; ".join(
+            f"{label} {ratio} {m['verdict']}" for label, ratio, m in named
+        )
+    if gate.members == 1:
+        verb = "regress" if gate.fail_on == "regression" else "move"
+        return f"{where}: PASS ({what}): the metric did not {verb}"
+    moved = "regressed" if gate.fail_on == "regression" else "moved"
+    return f"{where}: PASS ({what}): none of the {gate.members} members {moved}"
 
 
 def campaign_started(document: Mapping[str, Any], folder: Path) -> str:
@@ -231,6 +281,12 @@ STOPS = {
     "max": "the maximum reached",
     "interrupted": "stopped before a decision",
 }
+FAMILY_STOPS = {
+    **STOPS,
+    "decided": "every benchmark decided",
+    "futility": "the undecided benchmarks out of reach by the maximum (futility)",
+}
+"""Why a round deciding every benchmark stopped (contract §15)."""
 
 
 def sequential_line(result: RoundResult) -> str | None:
@@ -241,8 +297,13 @@ def sequential_line(result: RoundResult) -> str | None:
     looks = ", ".join(str(n) for n in plan["looks"]) or "none"
     row = result.decision
     verdict = f"; verdict there {verdict_text(row)}" if row is not None else ""
+    stops = STOPS
+    if result.members is not None:
+        stops = FAMILY_STOPS
+        counts = ", ".join(f"{n} {v}" for v, n in result.members.items() if n)
+        verdict = f"; benchmarks there: {counts}"
     repetitions = len({x["repetition"] for x in result.lines})
-    stop = STOPS[plan["stopped"]]
+    stop = stops[plan["stopped"]]
     if result.stop_why:
         stop = f"PASS out of reach (futility: {result.stop_why})"
     return (
@@ -301,11 +362,32 @@ def _order_effect(row: Mapping[str, Any]) -> str | None:
     return f"order effect (A-first pairs vs B-first pairs): {estimate}, {bias}"
 
 
+def rusage_line(counters: pl.DataFrame) -> str:
+    """The recorder's ``rusage.*`` counters in one line: how many, and those that moved."""
+    moved = counters.filter(pl.col("direction").is_in(["decrease", "increase"]))
+    said = "; ".join(
+        f"{c['name'].removeprefix(RUSAGE_PREFIX)} "
+        f"{_interval(c['estimate'], c['low'], c['high'])} {c['direction']}"
+        for c in moved.iter_rows(named=True)
+    )
+    return f"{RUSAGE_PREFIX}* ({counters.height} counters of each run): " + (
+        f"moved: {said}" if said else "none moved"
+    )
+
+
 def _quantities(result: AbResult) -> list[str]:
+    """Every comparison but the metric's; with benchmarks, the regions are in their table
+    first and the rusage.* counters folded into one line below it."""
     comparisons = result.final.assess.comparisons
     shown = comparisons.filter(comparisons["quantity"] != "metric")
+    members = result.final.assess.benchmarks  # deciding regions (--measure by default)
+    head: list[str] = []
+    if members.height:
+        rusage = (pl.col("quantity") == "counter") & pl.col("name").str.starts_with(RUSAGE_PREFIX)
+        head = [*benchmark_lines(members, "B"), rusage_line(shown.filter(rusage))]
+        shown = shown.filter(~rusage & (pl.col("quantity") != "region"))
     width = max([24, *(len(name) for name in shown["name"])])  # names line up, long ones too
-    lines = [
+    lines = head + [
         f"  {c['quantity']:<17} {c['name']:<{width}} "
         f"{_interval(c['estimate'], c['low'], c['high']):<30} "
         f"{c['direction'] or c['reason'] or ''}"
@@ -357,9 +439,16 @@ def _ab_verdict(result: AbResult, row: Mapping[str, Any]) -> list[str]:
         f"verdict: {verdict_text(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
         f"require_explanation {_flag(row['require_explanation'])})"
     )
+    if result.gate is not None and (result.gate.fail_on != "not-improved" or view_regions(result)):
+        out.append(gate_line(result.gate))
     if result.priced:
         out.append(_price_line(result.priced))
     return out
+
+
+def view_regions(result: AbResult) -> bool:
+    """Whether ab's campaign decided every benchmark."""
+    return not result.final.assess.benchmarks.is_empty()
 
 
 @render.register(AbResult)

@@ -318,3 +318,15 @@ def gain_text(account: Account, folder: object = None) -> str:
         f"{measured} from confirmation round {c.attempt_id} ({c.candidate} against "
         f"{c.baseline}, {c.n_pairs} pairs): {c.verdict}" + (f" ({c.reason})" if c.reason else "")
     )
+
+
+RUSAGE_PREFIX = "rusage."
+"""The recorder's own counters of every run (docs/suites.md): folded below the benchmarks."""
+
+
+def member_counts(rows: pl.DataFrame) -> str:
+    """``1 regressed, 11 unchanged``: how many members got each verdict (none: left out)."""
+    from pipeline.assessment.family import VERDICTS
+
+    found = rows["verdict"].to_list()
+    return ", ".join(f"{found.count(v)} {v}" for v in VERDICTS if v in found)

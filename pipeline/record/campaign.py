@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not a
     import polars as pl
 
     from pipeline.assessment.campaigns import AssessResult
+    from pipeline.assessment.gate import Gate
     from pipeline.ingestion.attempts import IngestReport
     from pipeline.store.tables import Store
 
@@ -111,6 +112,9 @@ class AbResult:
     power, from this round's spread (pipeline.study.plan); None when it is PASS or unpriced."""
     commands: tuple[str, str] = ("", "")
     """The two commands compared: A (the baseline) and B (the candidate)."""
+    gate: Gate | None = None
+    """The CI gate (``fail_on``): exit 5 when it failed; None when there is no verdict (the
+    round failed, or an integrity error blocked the campaign)."""
 
     @property
     def row(self) -> dict[str, Any] | None:
@@ -143,16 +147,22 @@ def ab(
     keep: Path | None = None,
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
+    fail_on: str = "not-improved",
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
     candidate, then its assessment. ``policy`` is laid over ab's defaults (``ab_policy``: the
     paired rule and the calibrated interval), the same from Python as from the command line.
     The throw-away folder is deleted only when the round completed: a failed or interrupted
-    round keeps it, so its runs.log can be read."""
+    round keeps it, so its runs.log can be read. ``fail_on`` is the gate (pipeline.assessment.gate:
+    ``not-improved``, ``regression`` or ``change``) the result's ``gate`` reads."""
+    from pipeline.assessment.gate import FAIL_ON
     from pipeline.store.tables import Store
 
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
     run = run or RunOptions()
-    policy = ab_policy(policy, until_decided=run.until_decided)
+    suite = run.measure.suite is not None
+    policy = ab_policy(policy, until_decided=run.until_decided, suite=suite)
     if run.until_decided:  # refused before any folder is made
         until.check_campaign(policy, "ab's campaign would freeze")
     scratch = None
@@ -182,4 +192,16 @@ def ab(
     priced = _price(folder, final)
     if scratch is not None and recorded.status == "completed":
         shutil.rmtree(scratch, ignore_errors=True)
-    return AbResult(recorded, final, keep, campaign["policy"], priced, (command_a, command_b))
+    commands = (command_a, command_b)
+    gated = _gate(final, recorded, fail_on)
+    return AbResult(recorded, final, keep, campaign["policy"], priced, commands, gated)
+
+
+def _gate(final: FinalResult, recorded: RoundResult, fail_on: str) -> Gate | None:
+    """The gate of ab's one round, when it has a verdict."""
+    from pipeline.assessment.campaigns import gate
+
+    assessed = final.assess
+    if assessed.blocked.height or recorded.status == "failed" or assessed.assessments.is_empty():
+        return None
+    return gate(assessed, final.campaign_id, recorded.attempt_id, fail_on)

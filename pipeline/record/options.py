@@ -54,10 +54,17 @@ ab's throw-away campaign uses it: ``campaign start`` keeps the contract's defaul
 stay as they were."""
 
 
-def ab_policy(given: dict[str, Any] | None, *, until_decided: bool) -> dict[str, Any]:
+def ab_policy(
+    given: dict[str, Any] | None, *, until_decided: bool, suite: bool = False
+) -> dict[str, Any]:
     """ab's campaign policy: ``given`` over AB_POLICY; with ``until_decided`` and no interval
-    given, the interval valid under early stopping."""
+    given, the interval valid under early stopping; with a ``suite`` (``--measure``) and no
+    ``decide`` given, ``decide: regions``, a verdict per benchmark (contract §15): a suite is
+    run to learn which benchmark moved, and its sum or geometric mean alone can hide that."""
+    from pipeline.assessment.family import DECIDES_REGIONS
     from pipeline.assessment.sequential import METHOD
 
     defaults = {**AB_POLICY, "interval": METHOD if until_decided else AB_POLICY["interval"]}
+    if suite:
+        defaults["decide"] = DECIDES_REGIONS
     return {**defaults, **(given or {})}

@@ -116,6 +116,7 @@ class RoundResult:
     warmup: int = 0  # warm-up runs per side
     warmup_ok: dict[Side, int] = field(default_factory=dict)  # of them, those that succeeded
     stop_why: str | None = None  # --until-decided: why PASS is out of reach, when not the metric
+    members: dict[str, int] | None = None  # deciding regions: members per verdict, last look
 
     def count(self, side: Side, status: str) -> int:
         return sum(1 for x in self.lines if x["side"] == side and x["status"] == status)
@@ -442,6 +443,8 @@ class _Decider:
         verdict = found.row["verdict"] + (
             f" ({found.row['reason']})" if found.row["reason"] else ""
         )
+        if found.members is not None:
+            verdict = "benchmarks " + ", ".join(f"{n} {v}" for v, n in found.members.items() if n)
         log.write(
             f"{timestamp(now())}  look {len(self.looks)} at {found.pairs} pairs: "
             f"{verdict}; {_going(found.stop, found.why)} (look took "
@@ -530,8 +533,12 @@ def record_round(
     request: RoundRequest, *, progress: bool = False, warn: Callable[[str], None] | None = None
 ) -> RoundResult:
     """Run one round and write its attempt folder (see the module docstring). ``warn`` gets the
-    message about the first failed run (the end of its stderr) as soon as it fails."""
+    message about the first failed run (the end of its stderr) as soon as it fails, and the note
+    that a suite in a campaign deciding its metric alone gets no verdict per benchmark."""
     campaign, run = read_campaign_json(request.campaign_dir), request.run
+    note = per_benchmark_note(campaign.data["policy"], run)
+    if note is not None and warn is not None:
+        warn(note)
     if run.repetitions < 1:
         raise UsageError("--repetitions must be at least 1")
     commands: dict[Side, list[str]] = {
@@ -611,6 +618,22 @@ def record_round(
         request.run.warmup,
         dict(watch.warmups_ok),
         last.why if last is not None else None,
+        last.members if last is not None else None,
+    )
+
+
+def per_benchmark_note(policy: dict[str, Any], run: RunOptions) -> str | None:
+    """A suite (``--measure``) recorded in a campaign that decides its metric alone: its
+    benchmarks get directions from 95% intervals, not verdicts with the suite's error held; say
+    how to get those (contract §15). None otherwise."""
+    from pipeline.contract.policy import with_defaults
+
+    if run.measure.suite is None or with_defaults(policy)["decide"] != "metric":
+        return None
+    return (
+        "note: this campaign decides its metric alone (decide: metric); for a verdict per "
+        "benchmark with the suite's error held, start a campaign with --decide regions "
+        "(docs/suites.md)"
     )
 
 

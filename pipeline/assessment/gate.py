@@ -1,0 +1,112 @@
+"""The CI gate of ``ab`` and ``assess --gate``: whether an attempt fails ``--fail-on``, and which
+benchmarks decided it (contract §15).
+
+- ``not-improved`` (the default, the gate of before): fail unless the attempt's verdict is PASS.
+- ``regression``: fail when any decided member regressed — a benchmark, or the metric — or when
+  the attempt did not complete (a round that stopped decides nothing, and a crash must not pass
+  CI). An ``inconclusive`` member does not fail it: the gate fails only on a regression shown.
+- ``change``: as ``regression``, for any member improved or regressed.
+
+Under ``decide: regions`` the members are the attempt's rows of table ``benchmarks``; under
+``decide: metric`` the one member is the metric, read from its own comparison interval
+(``paired_low``, ``paired_high``) with the same rule (``family.verdict_rule``), so the gate works
+for a single command's metric too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+if TYPE_CHECKING:  # light at import: the command line builds --fail-on's choices from here
+    import polars as pl
+
+FailOn = Literal["not-improved", "regression", "change"]
+FAIL_ON: tuple[FailOn, ...] = ("not-improved", "regression", "change")
+DEFAULT_FAIL_ON: FailOn = "not-improved"
+FAILING: dict[FailOn, tuple[str, ...]] = {
+    "not-improved": ("regressed",),  # named for information; the verdict decides
+    "regression": ("regressed",),
+    "change": ("regressed", "improved"),
+}
+"""The member verdicts a gate names; under regression and change, any of them fails it."""
+MEMBER_COLUMNS = [
+    "quantity",
+    "name",
+    "estimate",
+    "low",
+    "high",
+    "method",
+    "critical",
+    "verdict",
+    "reason",
+]
+"""What the gate keeps of a member: table ``benchmarks``' columns a verdict line shows."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One attempt's gate: ``failed`` means exit 5; ``deciders`` are the members whose verdict
+    the gate names (MEMBER_COLUMNS), worst change first."""
+
+    fail_on: FailOn
+    failed: bool
+    attempt: dict[str, Any]
+    deciders: pl.DataFrame
+    members: int
+    """How many members the gate read (1 under decide metric)."""
+
+
+def metric_member(
+    row: Mapping[str, Any], metric_name: str, gate_pct: float, margin_pct: float
+) -> pl.DataFrame:
+    """The metric as the one member of a ``decide: metric`` attempt: its comparison interval
+    read with the family's rule (an attempt that did not complete is inconclusive)."""
+    import polars as pl
+
+    from pipeline.assessment import family
+
+    frame = pl.DataFrame(
+        {
+            "quantity": ["metric"],
+            "name": [metric_name],
+            "estimate": [row["paired_estimate"]],
+            "low": [row["paired_low"]],
+            "high": [row["paired_high"]],
+            "method": [None],
+            "critical": [None],
+        },
+        schema={
+            "quantity": pl.String,
+            "name": pl.String,
+            "estimate": pl.Float64,
+            "low": pl.Float64,
+            "high": pl.Float64,
+            "method": pl.String,
+            "critical": pl.Float64,
+        },
+    )
+    rule = family.verdict_rule(pl.lit(gate_pct), pl.lit(margin_pct))
+    verdict = rule if row["status"] == "completed" else pl.lit("inconclusive")
+    return frame.with_columns(verdict.alias("verdict"), pl.lit(None, pl.String).alias("reason"))
+
+
+def decide_gate(row: Mapping[str, Any], members: pl.DataFrame, fail_on: str) -> Gate:
+    """The gate of the attempt ``row`` (an assessments row) over its ``members`` (rows with
+    MEMBER_COLUMNS: its benchmarks, or ``metric_member``)."""
+    import polars as pl
+
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    chosen = cast(FailOn, fail_on)
+    named = (
+        members.filter(pl.col("verdict").is_in(FAILING[chosen]))
+        .sort("estimate", nulls_last=True)
+        .select(MEMBER_COLUMNS)
+    )
+    if chosen == "not-improved":
+        failed = row["verdict"] != "PASS"
+    else:
+        failed = row["status"] != "completed" or named.height > 0
+    return Gate(chosen, failed, dict(row), named, members.height)
