@@ -401,6 +401,51 @@ _DIRECTION_NAMES = {
 }
 
 
+def _forest_layout(
+    height: int,
+    labels: list[str],
+    xrange: list[float],
+    title: str,
+    *,
+    shapes: list[dict[str, Any]],
+    right: int = 20,
+    annotations: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The layout both forest plots share: one row per label (top down) on a log ratio axis,
+    the legend below; ``right`` leaves room for annotations beside the rows."""
+    extra = {} if annotations is None else {"annotations": annotations}
+    return _base_layout(
+        height=height,
+        margin={"l": 10, "r": right, "t": 10, "b": 70},
+        showlegend=True,
+        hovermode="closest",
+        legend={
+            "orientation": "h",
+            "y": -70 / height,
+            "x": 0,
+            "yanchor": "top",
+            "font": {"size": 11},
+        },
+        shapes=shapes,
+        **extra,
+        xaxis={
+            "type": "log",
+            "range": xrange,
+            "gridcolor": "#eaeef2",
+            "zeroline": False,
+            "title": {"text": title, "font": {"size": 11, "color": "#59636e"}},
+        },
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": labels,
+            "autorange": "reversed",
+            "automargin": True,
+            "gridcolor": "#f3f5f7",
+        },
+    )
+
+
 def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> Figure:
     """Every comparison of one attempt on a log ratio axis, with its expectation outcomes."""
     labels = [plot_esc(v) for v in rows["label"]]
@@ -436,39 +481,15 @@ def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) ->
         for i, q in enumerate(rows["quantity"])
         if q == "metric"
     ]
-    layout = _base_layout(
-        height=height,
-        margin={"l": 10, "r": 215, "t": 10, "b": 70},
-        showlegend=True,
-        hovermode="closest",
-        legend={
-            "orientation": "h",
-            "y": -70 / height,
-            "x": 0,
-            "yanchor": "top",
-            "font": {"size": 11},
-        },
+    layout = _forest_layout(
+        height,
+        labels,
+        xrange,
+        "ratio, log scale: > 1 = the candidate is better (metric, share speedup) or smaller "
+        "(regions, counters)",
         shapes=[one, *gates],
+        right=215,
         annotations=_outcome_annotations(shown),
-        xaxis={
-            "type": "log",
-            "range": xrange,
-            "gridcolor": "#eaeef2",
-            "zeroline": False,
-            "title": {
-                "text": "ratio, log scale: > 1 = the candidate is better (metric, share "
-                "speedup) or smaller (regions, counters)",
-                "font": {"size": 11, "color": "#59636e"},
-            },
-        },
-        yaxis={
-            "type": "category",
-            "categoryorder": "array",
-            "categoryarray": labels,
-            "autorange": "reversed",
-            "automargin": True,
-            "gridcolor": "#f3f5f7",
-        },
     )
     traces = [
         *_forest_points(shown, edge),
@@ -666,38 +687,13 @@ def member_forest_figure(rows: pl.DataFrame, *, gate: float, margin: float) -> F
         }
         for x, colour, dash in ((1.0, "#57606a", "solid"), (gate, "#d4a72c", "dash"))
     ]
-    layout = _base_layout(
-        height=height,
-        margin={"l": 10, "r": 20, "t": 10, "b": 70},
-        showlegend=True,
-        hovermode="closest",
-        legend={
-            "orientation": "h",
-            "y": -70 / height,
-            "x": 0,
-            "yanchor": "top",
-            "font": {"size": 11},
-        },
+    layout = _forest_layout(
+        height,
+        labels,
+        xrange,
+        f"ratio, log scale: > 1 = the candidate is faster; band: the margin "
+        f"[{1 / margin:.4g}, {margin:.4g}], dashed: the gate {gate:.4g}",
         shapes=[band, *lines],
-        xaxis={
-            "type": "log",
-            "range": xrange,
-            "gridcolor": "#eaeef2",
-            "zeroline": False,
-            "title": {
-                "text": f"ratio, log scale: > 1 = the candidate is faster; band: the margin "
-                f"[{1 / margin:.4g}, {margin:.4g}], dashed: the gate {gate:.4g}",
-                "font": {"size": 11, "color": "#59636e"},
-            },
-        },
-        yaxis={
-            "type": "category",
-            "categoryorder": "array",
-            "categoryarray": labels,
-            "autorange": "reversed",
-            "automargin": True,
-            "gridcolor": "#f3f5f7",
-        },
     )
     traces = [
         *_member_points(shown, edge),
