@@ -106,5 +106,20 @@ def read_regular(
     return body
 
 
+def measured_file_problem(path: Path, limit: int, what: str) -> str | None:
+    """Why a file a measured command wrote cannot be read (None: it can): a regular file, not a
+    link (the command could point it anywhere), opened without blocking, at most ``limit``
+    bytes. The reason is written to follow the file's name: `` is a symbolic link``, ``: cannot
+    read (...)``, `` is 70 MiB, more than the limit of 64 MiB for WHAT``."""
+    try:
+        fd, size = open_regular(path, follow=False)
+    except InputFileError as exc:
+        return f" {exc.reason}"
+    except OSError as exc:
+        return f": cannot read ({exc.strerror or exc})"
+    os.close(fd)
+    return f" {_too_large(size, limit, what)}" if size > limit else None
+
+
 def _too_large(size: int, limit: int, what: str) -> str:
     return f"is {size_text(size)}, more than the limit of {size_text(limit)} for {what}"

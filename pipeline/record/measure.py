@@ -246,21 +246,12 @@ def suite_fields(
 def _check_results(path: Path) -> None:
     """The measurement file's rules for {results}: a regular file, not a link (the command
     could point it anywhere), opened without blocking, at most the suite reader's limit."""
-    from pipeline.contract.files import open_regular, size_text
+    from pipeline.contract.files import measured_file_problem
     from pipeline.importers.common import MAX_SUITE_BYTES
 
-    try:
-        fd, size = open_regular(path, follow=False)
-    except InputFileError as exc:
-        raise MeasureFailure(f"${RESULTS_VARIABLE} {exc.reason}") from None
-    except OSError as exc:
-        raise MeasureFailure(f"${RESULTS_VARIABLE}: cannot read ({exc.strerror or exc})") from None
-    os.close(fd)
-    if size > MAX_SUITE_BYTES:
-        raise MeasureFailure(
-            f"${RESULTS_VARIABLE} is {size_text(size)}, more than the limit of "
-            f"{size_text(MAX_SUITE_BYTES)} for a results file"
-        )
+    problem = measured_file_problem(path, MAX_SUITE_BYTES, "a results file")
+    if problem is not None:
+        raise MeasureFailure(f"${RESULTS_VARIABLE}{problem}")
 
 
 SHELL_SAFE = re.compile(r"[A-Za-z0-9_./+-]+")

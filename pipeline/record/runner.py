@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pipeline.contract.files import InputFileError, MiB, open_regular, read_regular, size_text
+from pipeline.contract.files import InputFileError, MiB, measured_file_problem, read_regular
 from pipeline.errors import ExplainError, UsageError
 from pipeline.ingestion.validate import check_document, field_name, parse_json
 from pipeline.record import measure
@@ -369,18 +369,9 @@ def _check_trace(path: Path) -> None:
     blocking, at most the importer's MAX_INPUT_BYTES (what `import kineto` reads)."""
     from pipeline.importers.common import MAX_INPUT_BYTES
 
-    try:
-        fd, size = open_regular(path, follow=False)
-    except InputFileError as exc:
-        raise _Outcome(f"trace {path.name} {exc.reason}") from None
-    except OSError as exc:
-        raise _Outcome(f"trace {path.name}: cannot read ({exc.strerror or exc})") from None
-    os.close(fd)
-    if size > MAX_INPUT_BYTES:
-        raise _Outcome(
-            f"trace {path.name} is {size_text(size)}, more than the limit of "
-            f"{size_text(MAX_INPUT_BYTES)} for a profiler file"
-        )
+    problem = measured_file_problem(path, MAX_INPUT_BYTES, "a profiler file")
+    if problem is not None:
+        raise _Outcome(f"trace {path.name}{problem}")
 
 
 __all__: Sequence[str] = [
