@@ -6,12 +6,15 @@ A pure function of the ``campaigns`` and ``attempts`` rows: ingest writes its re
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from pipeline.contract.declare import choices
 from pipeline.contract.schemas import table
 
 _RFC3339 = "%Y-%m-%dT%H:%M:%S%.fZ"
+_NONE = pl.lit(None, dtype=pl.String)
 
 
 def _short(column: str) -> pl.Expr:
@@ -19,140 +22,117 @@ def _short(column: str) -> pl.Expr:
     return pl.col(column).str.slice(0, 12) + pl.lit("…")
 
 
-def _attempt(text: pl.Expr) -> pl.Expr:
-    """The message says what is wrong, not where: the row's attempt_id (null: the campaign) says
-    that, and every display puts it in front once."""
-    return text
-
-
-def _policy(campaigns: pl.LazyFrame) -> pl.LazyFrame:
-    return campaigns.filter(pl.col("policy_sha256") != pl.col("policy_sha256_actual")).select(
-        "campaign_id",
-        attempt_id=pl.lit(None, dtype=pl.String),
-        code=pl.lit("policy_digest_mismatch"),
-        message=pl.concat_str(
-            pl.lit("policy_sha256 "),
-            _short("policy_sha256"),
-            pl.lit(" does not match the sha256 of the canonical policy "),
-            _short("policy_sha256_actual"),
-        ),
-        expected=pl.col("policy_sha256"),
-        actual=pl.col("policy_sha256_actual"),
+def _text(template: str, **digests: str) -> pl.Expr:
+    """``template``, each ``{name}`` in it the short form of the digest in ``digests[name]``."""
+    pieces = re.split(r"\{(\w+)\}", template)
+    return pl.concat_str(
+        *(_short(digests[p]) if i % 2 else pl.lit(p) for i, p in enumerate(pieces) if p)
     )
 
 
-def _digest_mismatch(attempts: pl.LazyFrame) -> pl.LazyFrame:
-    recorded, actual = pl.col("mechanism_sha256"), pl.col("mechanism_sha256_actual")
-    return attempts.filter(recorded != actual).select(
+def _errors(
+    rows: pl.LazyFrame,
+    where: pl.Expr,
+    code: str,
+    message: pl.Expr,
+    *,
+    expected: pl.Expr,
+    actual: pl.Expr,
+) -> pl.LazyFrame:
+    """The rows where ``where`` holds, as integrity errors ``code`` (the ``integrity`` table's
+    columns). The message says what is wrong, not where: the row's attempt_id (null: the
+    campaign) says that, and every display puts it in front once."""
+    return rows.filter(where).select(
         "campaign_id",
         "attempt_id",
-        code=pl.lit("mechanism_digest_mismatch"),
-        message=_attempt(
-            pl.concat_str(
-                pl.lit("mechanism.json sha256 "),
-                _short("mechanism_sha256_actual"),
-                pl.lit(" differs from attempt.json mechanism_sha256 "),
-                _short("mechanism_sha256"),
-            )
-        ),
-        expected=recorded,
+        code=pl.lit(code),
+        message=message,
+        expected=expected,
         actual=actual,
     )
 
 
+# -- a digest recorded in a file (column D) against the digest of what is there now (D_actual) --
+_POLICY_DIFFERS = (
+    "policy_sha256 {recorded} does not match the sha256 of the canonical policy {actual}"
+)
+_MECHANISM_DIFFERS = (
+    "mechanism.json sha256 {actual} differs from attempt.json mechanism_sha256 {recorded}"
+)
+_MECHANISM_GONE = "attempt.json records mechanism_sha256 {recorded} but there is no mechanism.json"
+_MECHANISM_UNRECORDED = (
+    "mechanism.json (sha256 {actual}) exists but attempt.json records no mechanism_sha256"
+)
+_PLAN_DIFFERS = (
+    "the plan in attempt.json (sequential: first_look, look_every, max_pairs) has sha256 "
+    "{actual}, not the sequential_sha256 recorded when the round started {recorded}"
+)
+_PLAN_GONE = (
+    "attempt.json records sequential_sha256 {recorded} but has no sequential object (the "
+    "round's stopping plan is gone)"
+)
+
+
+def _mismatch(rows: pl.LazyFrame, code: str, digest: str, template: str) -> pl.LazyFrame:
+    """Both digests are there and differ."""
+    recorded, actual = pl.col(digest), pl.col(f"{digest}_actual")
+    message = _text(template, recorded=digest, actual=f"{digest}_actual")
+    return _errors(rows, recorded != actual, code, message, expected=recorded, actual=actual)
+
+
+def _gone(rows: pl.LazyFrame, code: str, digest: str, template: str) -> pl.LazyFrame:
+    """A digest is recorded, but what it was taken of is not there."""
+    recorded, actual = pl.col(digest), pl.col(f"{digest}_actual")
+    where = recorded.is_not_null() & actual.is_null()
+    message = _text(template, recorded=digest)
+    return _errors(rows, where, code, message, expected=recorded, actual=_NONE)
+
+
+def _unrecorded(rows: pl.LazyFrame, code: str, digest: str, template: str) -> pl.LazyFrame:
+    """What a digest would be taken of is there, but no digest is recorded."""
+    recorded, actual = pl.col(digest), pl.col(f"{digest}_actual")
+    where = recorded.is_null() & actual.is_not_null()
+    message = _text(template, actual=f"{digest}_actual")
+    return _errors(rows, where, code, message, expected=_NONE, actual=actual)
+
+
 def _changed(attempts: pl.LazyFrame) -> pl.LazyFrame:
     first, now = pl.col("mechanism_sha256_first_seen"), pl.col("mechanism_sha256_actual")
+    digests = {"first": "mechanism_sha256_first_seen", "now": "mechanism_sha256_actual"}
     text = (
         pl.when(first.is_null())
         .then(
-            pl.concat_str(
-                pl.lit("mechanism.json (sha256 "),
-                _short("mechanism_sha256_actual"),
-                pl.lit(") appeared after the attempt was first ingested"),
+            _text(
+                "mechanism.json (sha256 {now}) appeared after the attempt was first ingested",
+                **digests,
             )
         )
         .when(now.is_null())
-        .then(
-            pl.concat_str(
-                pl.lit("mechanism.json (first seen with sha256 "),
-                _short("mechanism_sha256_first_seen"),
-                pl.lit(") is gone"),
-            )
-        )
+        .then(_text("mechanism.json (first seen with sha256 {first}) is gone", **digests))
         .otherwise(
-            pl.concat_str(
-                pl.lit("mechanism.json sha256 "),
-                _short("mechanism_sha256_actual"),
-                pl.lit(" differs from the sha256 the store saw first "),
-                _short("mechanism_sha256_first_seen"),
+            _text(
+                "mechanism.json sha256 {now} differs from the sha256 the store saw first {first}",
+                **digests,
             )
         )
     )
-    return attempts.filter(first.ne_missing(now)).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("mechanism_changed"),
-        message=_attempt(text),
-        expected=first,
-        actual=now,
+    return _errors(
+        attempts, first.ne_missing(now), "mechanism_changed", text, expected=first, actual=now
     )
 
 
 def _declared_after_start(attempts: pl.LazyFrame) -> pl.LazyFrame:
     declared = pl.col("declared_at").dt.to_string(_RFC3339)
     started = pl.col("started_at").dt.to_string(_RFC3339)
-    return attempts.filter(pl.col("declared_at") > pl.col("started_at")).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("declared_after_start"),
-        message=_attempt(
-            pl.concat_str(
-                pl.lit("mechanism declared at "),
-                declared,
-                pl.lit(", after the candidate started at "),
-                started,
-            )
-        ),
-        expected=started,
-        actual=declared,
+    message = pl.concat_str(
+        pl.lit("mechanism declared at "),
+        declared,
+        pl.lit(", after the candidate started at "),
+        started,
     )
-
-
-def _file_missing(attempts: pl.LazyFrame) -> pl.LazyFrame:
-    return attempts.filter(
-        pl.col("mechanism_sha256").is_not_null() & pl.col("mechanism_sha256_actual").is_null()
-    ).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("mechanism_file_missing"),
-        message=_attempt(
-            pl.concat_str(
-                pl.lit("attempt.json records mechanism_sha256 "),
-                _short("mechanism_sha256"),
-                pl.lit(" but there is no mechanism.json"),
-            )
-        ),
-        expected=pl.col("mechanism_sha256"),
-        actual=pl.lit(None, dtype=pl.String),
-    )
-
-
-def _digest_missing(attempts: pl.LazyFrame) -> pl.LazyFrame:
-    return attempts.filter(
-        pl.col("mechanism_sha256").is_null() & pl.col("mechanism_sha256_actual").is_not_null()
-    ).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("mechanism_digest_missing"),
-        message=_attempt(
-            pl.concat_str(
-                pl.lit("mechanism.json (sha256 "),
-                _short("mechanism_sha256_actual"),
-                pl.lit(") exists but attempt.json records no mechanism_sha256"),
-            )
-        ),
-        expected=pl.lit(None, dtype=pl.String),
-        actual=pl.col("mechanism_sha256_actual"),
+    where = pl.col("declared_at") > pl.col("started_at")
+    return _errors(
+        attempts, where, "declared_after_start", message, expected=started, actual=declared
     )
 
 
@@ -164,74 +144,28 @@ STOPPED_AT_A_LOOK = [s for s in choices("attempt", "sequential", "stopped") if s
 """Why a round stops right after a look (all but `interrupted`): its last look is its pairs."""
 
 
-def _plan_digest_mismatch(attempts: pl.LazyFrame) -> pl.LazyFrame:
-    recorded, actual = pl.col("sequential_sha256"), pl.col("sequential_sha256_actual")
-    return attempts.filter(recorded != actual).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("sequential_digest_mismatch"),
-        message=pl.concat_str(
-            pl.lit(
-                "the plan in attempt.json (sequential: first_look, look_every, max_pairs) "
-                "has sha256 "
-            ),
-            _short("sequential_sha256_actual"),
-            pl.lit(", not the sequential_sha256 recorded when the round started "),
-            _short("sequential_sha256"),
-        ),
-        expected=recorded,
-        actual=actual,
-    )
-
-
-def _plan_missing(attempts: pl.LazyFrame) -> pl.LazyFrame:
-    return attempts.filter(
-        pl.col("sequential_sha256").is_not_null() & pl.col("sequential_sha256_actual").is_null()
-    ).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("sequential_missing"),
-        message=pl.concat_str(
-            pl.lit("attempt.json records sequential_sha256 "),
-            _short("sequential_sha256"),
-            pl.lit(" but has no sequential object (the round's stopping plan is gone)"),
-        ),
-        expected=pl.col("sequential_sha256"),
-        actual=pl.lit(None, dtype=pl.String),
-    )
-
-
 def _plan_changed(attempts: pl.LazyFrame) -> pl.LazyFrame:
     first = pl.col("sequential_sha256_first_seen")
     now = pl.col("sequential_sha256_actual").fill_null(NO_PLAN)
+    digests = {"first": "sequential_sha256_first_seen", "now": "sequential_sha256_actual"}
     text = (
         pl.when(first == NO_PLAN)
         .then(pl.lit("a stopping plan (sequential) appeared after the attempt was first ingested"))
         .when(now == NO_PLAN)
         .then(
-            pl.concat_str(
-                pl.lit("the stopping plan (sequential, first seen with sha256 "),
-                _short("sequential_sha256_first_seen"),
-                pl.lit(") is gone"),
+            _text(
+                "the stopping plan (sequential, first seen with sha256 {first}) is gone", **digests
             )
         )
         .otherwise(
-            pl.concat_str(
-                pl.lit("the stopping plan's sha256 "),
-                _short("sequential_sha256_actual"),
-                pl.lit(" differs from the one the store saw first "),
-                _short("sequential_sha256_first_seen"),
+            _text(
+                "the stopping plan's sha256 {now} differs from the one the store saw first {first}",
+                **digests,
             )
         )
     )
-    return attempts.filter(first.is_not_null() & (first != now)).select(
-        "campaign_id",
-        "attempt_id",
-        code=pl.lit("sequential_changed"),
-        message=text,
-        expected=first,
-        actual=now,
-    )
+    where = first.is_not_null() & (first != now)
+    return _errors(attempts, where, "sequential_changed", text, expected=first, actual=now)
 
 
 def _looks_problem() -> pl.Expr:
@@ -306,14 +240,12 @@ def _plan_inconsistent(attempts: pl.LazyFrame) -> pl.LazyFrame:
     planned = attempts.filter(pl.col("sequential_max_pairs").is_not_null())
     return pl.concat(
         [
-            planned.with_columns(message=problem)
-            .filter(pl.col("message").is_not_null())
-            .select(
-                "campaign_id",
-                "attempt_id",
-                code=pl.lit(code),
-                message="message",
-                expected=pl.lit(None, dtype=pl.String),
+            _errors(
+                planned,
+                problem.is_not_null(),
+                code,
+                problem,
+                expected=_NONE,
                 actual=pl.col("sequential_looks"),
             )
             for code, problem in checks
@@ -335,16 +267,19 @@ def _with_plan_columns(attempts: pl.LazyFrame) -> pl.LazyFrame:
 def integrity_errors(campaigns: pl.DataFrame, attempts: pl.DataFrame) -> pl.DataFrame:
     """Every integrity error of these campaigns (columns of table ``integrity``), by attempt."""
     spec = table("integrity")
-    c, a = campaigns.lazy(), _with_plan_columns(attempts.lazy())
+    # a campaign's own errors have no attempt_id
+    c = campaigns.lazy().with_columns(attempt_id=_NONE)
+    a = _with_plan_columns(attempts.lazy())
+    mechanism, plan = "mechanism_sha256", "sequential_sha256"
     parts = [
-        _policy(c),
-        _digest_mismatch(a),
+        _mismatch(c, "policy_digest_mismatch", "policy_sha256", _POLICY_DIFFERS),
+        _mismatch(a, "mechanism_digest_mismatch", mechanism, _MECHANISM_DIFFERS),
         _changed(a),
         _declared_after_start(a),
-        _file_missing(a),
-        _digest_missing(a),
-        _plan_digest_mismatch(a),
-        _plan_missing(a),
+        _gone(a, "mechanism_file_missing", mechanism, _MECHANISM_GONE),
+        _unrecorded(a, "mechanism_digest_missing", mechanism, _MECHANISM_UNRECORDED),
+        _mismatch(a, "sequential_digest_mismatch", plan, _PLAN_DIFFERS),
+        _gone(a, "sequential_missing", plan, _PLAN_GONE),
         _plan_changed(a),
         _plan_inconsistent(a),
     ]
