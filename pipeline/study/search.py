@@ -31,7 +31,6 @@ it keeps the false discovery rate (the share of false adoptions among the adopti
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -42,6 +41,7 @@ import polars as pl
 from pipeline.assessment import chance, verdicts
 from pipeline.assessment.intervals import method_intervals
 from pipeline.errors import UsageError
+from pipeline.study.output import render_study
 from pipeline.study.simulate import Model, draw_runs
 
 FloatArray = npt.NDArray[np.float64]
@@ -313,17 +313,8 @@ def search_study(
 def render(study: SearchStudy, fmt: str) -> str:
     """The study as a table (or csv, json); fixed digits, nothing that varies between runs."""
     rounded = study.rows.with_columns(pl.col(COLUMNS[2:]).round(4))
-    if fmt == "csv":
-        return rounded.write_csv()
-    if fmt == "json":
-        document = {
-            "seed": study.seed,
-            "campaigns": study.campaigns,
-            "design": asdict(study.design),
-            "rows": rounded.to_dicts(),
-        }
-        return json.dumps(document, indent=2) + "\n"
-    return _table(study)
+    parameters = {"seed": study.seed, "campaigns": study.campaigns, "design": asdict(study.design)}
+    return render_study(rounded, fmt, parameters, lambda: _table(study))
 
 
 def _text(value: float, spec: str) -> str:

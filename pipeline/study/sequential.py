@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,7 @@ from pipeline.assessment import sequential, verdicts
 from pipeline.assessment.intervals import Method, method_intervals
 from pipeline.assessment.sequential import Schedule
 from pipeline.errors import UsageError
+from pipeline.study.output import noise_sections, pct, render_study
 from pipeline.study.simulate import NOISES, Model, Noise, campaign_generator, draw_runs
 
 FloatArray = npt.NDArray[np.float64]
@@ -237,10 +239,6 @@ def sequential_study(
 
 
 # -- output -------------------------------------------------------------------------------------
-def _pct(rate: float) -> str:
-    return f"{100 * rate:.1f}%"
-
-
 _HEAD = (
     f"{'gain':>5}  {'design':<26}  {'PASS':>6}  {'coverage':>8}  {'pairs mean':>10}  "
     f"{'median':>6}  {'p90':>5}  {'futility':>8}  {'at max':>6}"
@@ -250,19 +248,16 @@ _HEAD = (
 def render(study: SequentialStudy, fmt: str) -> str:
     """The study as a table (or csv, json); fixed digits, nothing that varies between runs."""
     rounded = study.rows.with_columns(pl.col(COLUMNS[5:]).round(4))
-    if fmt == "csv":
-        return rounded.write_csv()
-    if fmt == "json":
-        import json
+    parameters = {
+        "seed": study.seed,
+        "attempts": study.attempts,
+        "plan": [study.plan.first_look, study.plan.look_every, study.plan.max_pairs],
+        "fixed": list(study.fixed),
+    }
+    return render_study(rounded, fmt, parameters, lambda: _table(study))
 
-        document = {
-            "seed": study.seed,
-            "attempts": study.attempts,
-            "plan": [study.plan.first_look, study.plan.look_every, study.plan.max_pairs],
-            "fixed": list(study.fixed),
-            "rows": rounded.to_dicts(),
-        }
-        return json.dumps(document, indent=2) + "\n"
+
+def _table(study: SequentialStudy) -> str:
     m = study.model
     plan = study.plan
     lines = [
@@ -271,17 +266,7 @@ def render(study: SequentialStudy, fmt: str) -> str:
         f"looks every {plan.look_every} pairs from {plan.first_look} to {plan.max_pairs} "
         f"(sequential_t c = {plan.boundary(m.confidence):.6f}); gate {m.min_improvement_pct:g}%,"
         f" confidence {m.confidence:g}, resamples {m.resamples}, seed {m.policy_seed}",
-    ]
-    for noise in study.noises:
-        lines += ["", f"noise {noise}", _HEAD]
-        for row in study.rows.filter(pl.col("noise") == noise).iter_rows(named=True):
-            lines.append(
-                f"{row['gain']:>4g}x  {row['design']:<26}  {_pct(row['pass_rate']):>6}  "
-                f"{_pct(row['coverage']):>8}  {row['pairs_mean']:>10.1f}  "
-                f"{row['pairs_median']:>6g}  {row['pairs_p90']:>5g}  "
-                f"{_pct(row['futility_rate']):>8}  {_pct(row['max_rate']):>6}"
-            )
-    lines += [
+        *noise_sections(study.rows, study.noises, _HEAD, _line),
         "",
         "gain: the true gain as a multiple of the gate (0: A/A; 1: exactly the gate, where a",
         "  PASS is a false PASS); PASS: share of attempts that stopped with PASS; coverage: the",
@@ -289,3 +274,12 @@ def render(study: SequentialStudy, fmt: str) -> str:
         "  max: shares that stopped for futility, or at the last look without PASS.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _line(row: dict[str, Any]) -> str:
+    return (
+        f"{row['gain']:>4g}x  {row['design']:<26}  {pct(row['pass_rate']):>6}  "
+        f"{pct(row['coverage']):>8}  {row['pairs_mean']:>10.1f}  "
+        f"{row['pairs_median']:>6g}  {row['pairs_p90']:>5g}  "
+        f"{pct(row['futility_rate']):>8}  {pct(row['max_rate']):>6}"
+    )

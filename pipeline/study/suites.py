@@ -45,12 +45,11 @@ slowdowns differ by their rules, not by their draws.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +58,7 @@ from tqdm import tqdm
 
 from pipeline.contract.declare import bounds
 from pipeline.errors import UsageError
+from pipeline.study.output import noise_sections, pct, render_study
 from pipeline.study.simulate import NOISES, Model, Noise
 
 FloatArray = npt.NDArray[np.float64]
@@ -444,28 +444,19 @@ def suite_study(
 
 
 # -- output ---------------------------------------------------------------------------------------
-def _pct(rate: float) -> str:
-    return f"{100 * rate:.1f}%"
-
-
 def render(study: SuiteStudy, fmt: str) -> str:
     """The study as a table (or csv, json); fixed digits, nothing that varies between runs."""
     rates = study.rows.columns[7:]
     rounded = study.rows.with_columns(pl.col(rates).round(4), pl.col("critical").round(4))
-    if fmt == "csv":
-        return rounded.write_csv()
-    if fmt == "json":
-        document = {
-            "seed": study.seed,
-            "suites": study.suites,
-            "spread": study.spread,
-            "margin_pct": study.margin_pct,
-            "max_t_resamples": study.max_t_resamples,
-            "model": asdict(study.model),
-            "rows": rounded.to_dicts(),
-        }
-        return json.dumps(document, indent=2) + "\n"
-    return _table(study)
+    parameters = {
+        "seed": study.seed,
+        "suites": study.suites,
+        "spread": study.spread,
+        "margin_pct": study.margin_pct,
+        "max_t_resamples": study.max_t_resamples,
+        "model": asdict(study.model),
+    }
+    return render_study(rounded, fmt, parameters, lambda: _table(study))
 
 
 def _table(study: SuiteStudy) -> str:
@@ -482,20 +473,7 @@ def _table(study: SuiteStudy) -> str:
         f"spread {study.spread:g} per pair; gate {m.min_improvement_pct:g}%, margin "
         f"{study.margin_pct:g}%, confidence {m.confidence:g}; max_t: {study.max_t_resamples} "
         f"resamples, seed {m.policy_seed}",
-    ]
-    for noise in study.noises:
-        lines += ["", f"noise {noise}", head]
-        for row in study.rows.filter(pl.col("noise") == noise).iter_rows(named=True):
-            line = (
-                f"{row['benchmarks']:>4}  {row['correlation']:>4g}  {row['pairs']:>5}  "
-                f"{row['method']:<13}  {row['critical']:>6.3f}  {_pct(row['aa_flagged']):>7}  "
-                f"{_pct(row['aa_excludes_one']):>7}"
-            )
-            for s in study.slowdowns:
-                name = _pct_name(s)
-                line += f"  {_pct(row[f'caught_{name}']):>11}  {_pct(row[f'others_{name}']):>11}"
-            lines.append(line)
-    lines += [
+        *noise_sections(study.rows, study.noises, head, lambda row: _line(row, study.slowdowns)),
         "",
         "m: benchmarks per suite (the family is the metric and the m benchmarks); corr: the",
         "  correlation the shared run-level factor puts between two benchmarks' log-ratios;",
@@ -507,3 +485,15 @@ def _table(study: SuiteStudy) -> str:
         "  benchmark flagged in those suites.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _line(row: dict[str, Any], slowdowns: Sequence[float]) -> str:
+    line = (
+        f"{row['benchmarks']:>4}  {row['correlation']:>4g}  {row['pairs']:>5}  "
+        f"{row['method']:<13}  {row['critical']:>6.3f}  {pct(row['aa_flagged']):>7}  "
+        f"{pct(row['aa_excludes_one']):>7}"
+    )
+    for s in slowdowns:
+        name = _pct_name(s)
+        line += f"  {pct(row[f'caught_{name}']):>11}  {pct(row[f'others_{name}']):>11}"
+    return line
