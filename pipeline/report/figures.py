@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import plotly.graph_objects as go
@@ -446,24 +446,37 @@ def _forest_layout(
     )
 
 
-def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> Figure:
-    """Every comparison of one attempt on a log ratio axis, with its expectation outcomes."""
-    labels = [plot_esc(v) for v in rows["label"]]
-    xrange = log_range([*rows["estimate"], *rows["low"], *rows["high"]], include=(1.0, gate))
-    edge = 10 ** xrange[1]
-    hover = [_forest_hover(r, higher_is_better) for r in rows.iter_rows(named=True)]
+def _placed(
+    rows: pl.DataFrame, labels: list[str], hover: list[str], *, include: tuple[float, ...]
+) -> tuple[pl.DataFrame, list[float], float]:
+    """A forest's rows with their y (the label) and hover text, its log x range (every estimate
+    and bound, and ``include``) and that range's right edge, where +inf is drawn."""
+    xrange = log_range([*rows["estimate"], *rows["low"], *rows["high"]], include=include)
     shown = rows.with_columns(pl.Series("y", labels), pl.Series("hover", hover, dtype=pl.String))
-    height = forest_height(rows.height)
-    one = {
+    return shown, xrange, 10 ** xrange[1]
+
+
+def _vertical_line(x: float, line: dict[str, Any]) -> dict[str, Any]:
+    """A line across the plot's height at ratio ``x``."""
+    return {
         "type": "line",
         "xref": "x",
         "yref": "paper",
-        "x0": 1.0,
-        "x1": 1.0,
+        "x0": x,
+        "x1": x,
         "y0": 0,
         "y1": 1,
-        "line": {"color": "#57606a", "width": 1.2},
+        "line": line,
     }
+
+
+def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) -> Figure:
+    """Every comparison of one attempt on a log ratio axis, with its expectation outcomes."""
+    labels = [plot_esc(v) for v in rows["label"]]
+    hover = [_forest_hover(r, higher_is_better) for r in rows.iter_rows(named=True)]
+    shown, xrange, edge = _placed(rows, labels, hover, include=(1.0, gate))
+    height = forest_height(rows.height)
+    one = _vertical_line(1.0, {"color": "#57606a", "width": 1.2})
     gates = [  # the gate, where it applies: the metric's row
         {
             "type": "rect",
@@ -501,15 +514,29 @@ def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) ->
 
 def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
     """Estimates and interval segments, one pair of traces per direction class."""
-    traces: list[dict[str, Any]] = []
     unverifiable = pl.col("status") == "unverifiable"
-    for dclass, colour in DIRECTION_COLOURS.items():
-        cond = (
-            unverifiable
-            if dclass == "unverifiable"
-            else ~unverifiable & (pl.col("dclass") == dclass)
+    classes = [
+        (
+            dclass,
+            _DIRECTION_NAMES[dclass],
+            colour,
+            unverifiable if hollow else ~unverifiable & (pl.col("dclass") == dclass),
+            hollow,
         )
-        part = shown.filter(cond & pl.col("estimate").is_not_null())
+        for dclass, colour in DIRECTION_COLOURS.items()
+        for hollow in [dclass == "unverifiable"]
+    ]
+    return _estimate_traces(shown, edge, classes)
+
+
+def _estimate_traces(
+    shown: pl.DataFrame, edge: float, classes: list[tuple[str, str, str, pl.Expr, bool]]
+) -> list[dict[str, Any]]:
+    """Per class (legend group, legend name, colour, which rows, hollow marker): its interval
+    segments and its estimates, the rows with an estimate only; +inf is drawn at the edge."""
+    traces: list[dict[str, Any]] = []
+    for group, name, colour, rows, hollow in classes:
+        part = shown.filter(rows & pl.col("estimate").is_not_null())
         if part.is_empty():
             continue
         spans = part.filter(pl.col("low").is_not_null() & pl.col("high").is_not_null())
@@ -527,20 +554,19 @@ def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
                     "y": ys,
                     "mode": "lines",
                     "showlegend": False,
-                    "legendgroup": dclass,
+                    "legendgroup": group,
                     "hoverinfo": "skip",
                     "line": {"color": colour, "width": 2.5},
                 }
             )
-        hollow = dclass == "unverifiable"
         traces.append(
             {
                 "type": "scatter",
                 "x": [min(v, edge) for v in part["estimate"]],
                 "y": part["y"].to_list(),
                 "mode": "markers",
-                "name": _DIRECTION_NAMES[dclass],
-                "legendgroup": dclass,
+                "name": name,
+                "legendgroup": group,
                 "hovertext": part["hover"].to_list(),
                 "hoverinfo": "text",
                 "marker": {
@@ -560,6 +586,13 @@ def forest_height(n_rows: int) -> int:
 
 def _forest_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
     """Rows with no estimate at all: their reason written on the plot at ratio 1."""
+    return _no_estimate(shown, "unverifiable", DIRECTION_COLOURS["unverifiable"], plot_esc)
+
+
+def _no_estimate(
+    shown: pl.DataFrame, label: str, colour: str, escape: Callable[[str], str]
+) -> list[dict[str, Any]]:
+    """Rows without an estimate: ``label: reason`` written at ratio 1."""
     part = shown.filter(pl.col("estimate").is_null())
     if part.is_empty():
         return []
@@ -570,11 +603,11 @@ def _forest_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
             "y": part["y"].to_list(),
             "mode": "text",
             "showlegend": False,
-            "text": [f"unverifiable: {plot_esc(r)}" for r in part["reason"]],
+            "text": [f"{label}: {escape(r)}" for r in part["reason"]],
             "textposition": "middle right",
             "hovertext": part["hover"].to_list(),
             "hoverinfo": "text",
-            "textfont": {"color": DIRECTION_COLOURS["unverifiable"], "size": 11},
+            "textfont": {"color": colour, "size": 11},
         }
     ]
 
@@ -654,12 +687,8 @@ def member_forest_figure(rows: pl.DataFrame, *, gate: float, margin: float) -> F
     interval coloured by verdict, the margin band ``[1/M, M]`` (unchanged lies inside it,
     regressed wholly left of it), the gate ``g`` (improved lies right of it) and 1."""
     labels = [esc(v) for v in rows["label"]]
-    xrange = log_range(
-        [*rows["estimate"], *rows["low"], *rows["high"]], include=(1.0, 1 / margin, margin, gate)
-    )
-    edge = 10 ** xrange[1]
     hover = [_member_hover(r) for r in rows.iter_rows(named=True)]
-    shown = rows.with_columns(pl.Series("y", labels), pl.Series("hover", hover, dtype=pl.String))
+    shown, xrange, edge = _placed(rows, labels, hover, include=(1.0, 1 / margin, margin, gate))
     height = forest_height(rows.height)
     band = {
         "type": "rect",
@@ -675,16 +704,7 @@ def member_forest_figure(rows: pl.DataFrame, *, gate: float, margin: float) -> F
         "layer": "below",
     }
     lines = [
-        {
-            "type": "line",
-            "xref": "x",
-            "yref": "paper",
-            "x0": x,
-            "x1": x,
-            "y0": 0,
-            "y1": 1,
-            "line": {"color": colour, "width": 1.2, "dash": dash},
-        }
+        _vertical_line(x, {"color": colour, "width": 1.2, "dash": dash})
         for x, colour, dash in ((1.0, "#57606a", "solid"), (gate, "#d4a72c", "dash"))
     ]
     layout = _forest_layout(
@@ -705,70 +725,16 @@ def member_forest_figure(rows: pl.DataFrame, *, gate: float, margin: float) -> F
 
 def _member_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
     """Estimates and interval segments, one pair of traces per verdict."""
-    traces: list[dict[str, Any]] = []
-    for verdict, colour in MEMBER_COLOURS.items():
-        part = shown.filter((pl.col("verdict") == verdict) & pl.col("estimate").is_not_null())
-        if part.is_empty():
-            continue
-        spans = part.filter(pl.col("low").is_not_null() & pl.col("high").is_not_null())
-        if spans.height:  # segments low..high, separated by gaps (None)
-            traces.append(
-                {
-                    "type": "scatter",
-                    "x": [
-                        v
-                        for lo, hi in zip(spans["low"], spans["high"], strict=True)
-                        for v in (min(lo, edge), min(hi, edge), None)
-                    ],
-                    "y": [v for y in spans["y"] for v in (y, y, None)],
-                    "mode": "lines",
-                    "showlegend": False,
-                    "legendgroup": verdict,
-                    "hoverinfo": "skip",
-                    "line": {"color": colour, "width": 2.5},
-                }
-            )
-        hollow = verdict == "inconclusive"
-        traces.append(
-            {
-                "type": "scatter",
-                "x": [min(v, edge) for v in part["estimate"]],
-                "y": part["y"].to_list(),
-                "mode": "markers",
-                "name": verdict,
-                "legendgroup": verdict,
-                "hovertext": part["hover"].to_list(),
-                "hoverinfo": "text",
-                "marker": {
-                    "color": "#ffffff" if hollow else colour,
-                    "size": 9,
-                    "symbol": "diamond" if hollow else "circle",
-                    "line": {"color": colour, "width": 2},
-                },
-            }
-        )
-    return traces
+    classes = [
+        (verdict, verdict, colour, pl.col("verdict") == verdict, verdict == "inconclusive")
+        for verdict, colour in MEMBER_COLOURS.items()
+    ]
+    return _estimate_traces(shown, edge, classes)
 
 
 def _member_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
     """Members without an estimate (a zero baseline): their verdict and reason at ratio 1."""
-    part = shown.filter(pl.col("estimate").is_null())
-    if part.is_empty():
-        return []
-    return [
-        {
-            "type": "scatter",
-            "x": [1.0] * part.height,
-            "y": part["y"].to_list(),
-            "mode": "text",
-            "showlegend": False,
-            "text": [f"inconclusive: {esc(r)}" for r in part["reason"]],
-            "textposition": "middle right",
-            "hovertext": part["hover"].to_list(),
-            "hoverinfo": "text",
-            "textfont": {"color": MEMBER_COLOURS["inconclusive"], "size": 11},
-        }
-    ]
+    return _no_estimate(shown, "inconclusive", MEMBER_COLOURS["inconclusive"], esc)
 
 
 # -- per-pair strip plot -------------------------------------------------------------------------
