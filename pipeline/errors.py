@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -52,3 +53,11 @@ class PolicyError(UsageError):
     def __init__(self, field: str, value: object, reason: str) -> None:
         super().__init__(f'policy field "{field}": {reason}')
         self.field, self.value, self.reason = field, value, reason
+
+
+def refuse_first(rules: Iterable[tuple[str, bool, str]]) -> None:
+    """UsageError ``<option>: <problem>`` for the first rule ``(option, ok, problem)`` not ok:
+    the studies check their options as such lists, in the order the user reads them."""
+    for option, ok, problem in rules:
+        if not ok:
+            raise UsageError(f"{option}: {problem}")

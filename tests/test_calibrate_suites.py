@@ -14,7 +14,13 @@ from conftest import cli_result as _cli
 from scipy import stats
 
 from pipeline.study.simulate import NOISES, Model, Noise
-from pipeline.study.suites import family_log_ratios, log_times, render, suite_study
+from pipeline.study.suites import (
+    SuiteDesign,
+    family_log_ratios,
+    log_times,
+    render,
+    suite_study,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 GATE, MARGIN = 1.01, 1.01
@@ -90,9 +96,8 @@ def _reference(times: np.ndarray, n: int, slowdown: float, resamples: int) -> di
 def test_the_vectorized_study_equals_a_plain_loop(noise: Noise) -> None:
     """Spread 0.3: wide enough that every method flags something at 8 pairs."""
     model = Model()
-    study = suite_study(
+    design = SuiteDesign(
         suites=40,
-        seed=3,
         sizes=(4,),
         correlations=(0.6,),
         pairs=(8,),
@@ -100,8 +105,8 @@ def test_the_vectorized_study_equals_a_plain_loop(noise: Noise) -> None:
         noises=(noise,),
         spread=0.3,
         max_t_resamples=150,
-        model=model,
     )
+    study = suite_study(design, seed=3, model=model)
     times = log_times(model, noise, suites=40, size=4, correlation=0.6, pairs=8, spread=0.3, seed=3)
     aa = _reference(times, 8, 0.0, 150)
     slower = _reference(times, 8, 20.0, 150)
@@ -137,9 +142,8 @@ def test_bonferroni_t_holds_the_family_wise_rate_and_has_the_theoretical_power()
     time (3 standard errors), at any correlation; the slowed benchmark is regressed with the
     probability a noncentral t gives (its log-ratios are normal with the spread, whatever rho)."""
     suites = 2000
-    study = suite_study(
+    design = SuiteDesign(
         suites=suites,
-        seed=11,
         sizes=(10,),
         correlations=(0.0, 0.9),
         pairs=(10,),
@@ -147,6 +151,7 @@ def test_bonferroni_t_holds_the_family_wise_rate_and_has_the_theoretical_power()
         noises=("lognormal",),
         max_t_resamples=100,
     )
+    study = suite_study(design, seed=11)
     c = stats.t.ppf(1 - 0.05 / 22, 9)
     power = stats.nct.sf(c, 9, (math.log(1.05) - math.log(1.01)) * math.sqrt(10) / 0.042)
     se = math.sqrt(power * (1 - power) / suites)
@@ -164,13 +169,15 @@ def test_same_seed_same_numbers_and_the_first_suites_do_not_depend_on_the_count(
     def study(seed: int) -> str:
         return render(
             suite_study(
-                suites=30,
+                SuiteDesign(
+                    suites=30,
+                    sizes=(3,),
+                    correlations=(0.5,),
+                    pairs=(6,),
+                    noises=("t3",),
+                    max_t_resamples=50,
+                ),
                 seed=seed,
-                sizes=(3,),
-                correlations=(0.5,),
-                pairs=(6,),
-                noises=("t3",),
-                max_t_resamples=50,
             ),
             "json",
         )

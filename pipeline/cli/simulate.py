@@ -458,19 +458,18 @@ def calibrate_command(
             raise UsageError("--repetitions does not apply with --suite (see --fixed-pairs)")
         from pipeline.study import suites
 
-        suite_result = suites.suite_study(
+        cells = suites.SuiteDesign(
             suites=attempts,
-            seed=seed,
-            sizes=benchmarks,
-            correlations=correlations,
-            pairs=fixed_pairs,
-            slowdowns=slowdown_pct,
-            noises=[cast(Noise, n) for n in noises],
+            sizes=tuple(benchmarks),
+            correlations=tuple(correlations),
+            pairs=tuple(fixed_pairs),
+            slowdowns=tuple(slowdown_pct),
+            noises=tuple(cast(Noise, n) for n in noises),
             spread=spread,
             margin_pct=margin_pct,
             max_t_resamples=max_t_resamples,
-            model=_model(model),
         )
+        suite_result = suites.suite_study(cells, seed=seed, model=_model(model))
         click.echo(suites.render(suite_result, fmt), nl=False)
         return ExitCode.OK
     if sequential:

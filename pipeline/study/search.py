@@ -40,7 +40,7 @@ import polars as pl
 
 from pipeline.assessment import chance, verdicts
 from pipeline.assessment.intervals import method_intervals
-from pipeline.errors import UsageError
+from pipeline.errors import UsageError, refuse_first
 from pipeline.study.output import render_study
 from pipeline.study.simulate import Model, draw_runs
 
@@ -81,9 +81,7 @@ class Design:
             ("--lord-level", 0 < self.lord_level < 1, "between 0 and 1"),
             ("--attempts", campaigns >= 1, ">= 1"),
         ]
-        for option, ok, rule in rules:
-            if not ok:
-                raise UsageError(f"{option}: must be {rule}")
+        refuse_first((option, ok, f"must be {rule}") for option, ok, rule in rules)
         if len(set(self.rounds)) != len(self.rounds):
             raise UsageError(f"--campaign-rounds: distinct counts, got {list(self.rounds)}")
 

@@ -57,7 +57,7 @@ import polars as pl
 from tqdm import tqdm
 
 from pipeline.contract.declare import bounds
-from pipeline.errors import UsageError
+from pipeline.errors import refuse_first
 from pipeline.study.output import noise_sections, pct, render_study
 from pipeline.study.simulate import NOISES, Model, Noise
 
@@ -82,19 +82,67 @@ _BLOCK = 4_000_000
 
 
 @dataclass(frozen=True)
+class SuiteDesign:
+    """What the study simulates (``calibrate --suite``'s options): ``suites`` per cell of
+    (noise, size, correlation), each read at every pair count, and every slowdown of benchmark
+    0; the per-pair ``spread``, the margin and ``max_t``'s resamples."""
+
+    suites: int = 2000
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    correlations: tuple[float, ...] = DEFAULT_CORRELATIONS
+    pairs: tuple[int, ...] = DEFAULT_PAIRS
+    slowdowns: tuple[float, ...] = DEFAULT_SLOWDOWNS
+    noises: tuple[Noise, ...] = NOISES
+    spread: float = DEFAULT_SPREAD
+    margin_pct: float = DEFAULT_MARGIN_PCT
+    max_t_resamples: int = DEFAULT_MAX_T_RESAMPLES
+
+    def check(self) -> None:
+        """UsageError naming the first option out of range (the margin's bounds: the policy
+        field's, campaign.schema.json)."""
+        margin_problem = bounds("campaign", "policy", "margin_pct").problem(self.margin_pct)
+        sizes, correlations, pairs = self.sizes, self.correlations, self.pairs
+        slowdowns, spread, noises = self.slowdowns, self.spread, self.noises
+        rules = [
+            ("--attempts", self.suites >= 1, "must be >= 1", self.suites),
+            ("--benchmarks", bool(sizes) and all(m >= 1 for m in sizes), "each >= 1", sizes),
+            (
+                "--correlations",
+                bool(correlations) and all(0 <= r <= 1 for r in correlations),
+                "each between 0 and 1",
+                correlations,
+            ),
+            ("--fixed-pairs", bool(pairs) and all(n >= 2 for n in pairs), "each >= 2", pairs),
+            (
+                "--slowdown-pct",
+                all(math.isfinite(s) and s > 0 for s in slowdowns),
+                "each > 0",
+                slowdowns,
+            ),
+            ("--spread", math.isfinite(spread) and spread > 0, "must be > 0", spread),
+            ("--margin-pct", margin_problem is None, str(margin_problem), self.margin_pct),
+            (
+                "--max-t-resamples",
+                self.max_t_resamples >= 1,
+                "must be >= 1",
+                self.max_t_resamples,
+            ),
+            ("--noise", all(n in NOISES for n in noises), f"among {', '.join(NOISES)}", noises),
+        ]
+        refuse_first((option, ok, f"{rule}, got {_shown(got)}") for option, ok, rule, got in rules)
+
+
+def _shown(value: object) -> object:
+    """An option's value as the user gave it: a list for several."""
+    return list(value) if isinstance(value, tuple | list) else value
+
+
+@dataclass(frozen=True)
 class SuiteStudy:
     """The study's result: one row per (noise, m, rho, pairs, method); see ``COLUMNS``."""
 
     seed: int
-    suites: int
-    spread: float
-    margin_pct: float
-    max_t_resamples: int
-    sizes: tuple[int, ...]
-    correlations: tuple[float, ...]
-    pairs: tuple[int, ...]
-    slowdowns: tuple[float, ...]
-    noises: tuple[Noise, ...]
+    design: SuiteDesign
     model: Model
     rows: pl.DataFrame
 
@@ -314,78 +362,19 @@ def _decide(
     return per_benchmark(x, width)
 
 
-def check(
-    *,
-    suites: int,
-    sizes: Sequence[int],
-    correlations: Sequence[float],
-    pairs: Sequence[int],
-    slowdowns: Sequence[float],
-    spread: float,
-    margin_pct: float,
-    max_t_resamples: int,
-    noises: Sequence[str],
-) -> None:
-    """UsageError naming the first option out of range (the margin's bounds: the policy field's,
-    campaign.schema.json)."""
-    margin_problem = bounds("campaign", "policy", "margin_pct").problem(margin_pct)
-    rules = [
-        ("--attempts", suites >= 1, "must be >= 1", suites),
-        ("--benchmarks", bool(sizes) and all(m >= 1 for m in sizes), "each >= 1", sizes),
-        (
-            "--correlations",
-            bool(correlations) and all(0 <= r <= 1 for r in correlations),
-            "each between 0 and 1",
-            correlations,
-        ),
-        ("--fixed-pairs", bool(pairs) and all(n >= 2 for n in pairs), "each >= 2", pairs),
-        (
-            "--slowdown-pct",
-            all(math.isfinite(s) and s > 0 for s in slowdowns),
-            "each > 0",
-            slowdowns,
-        ),
-        ("--spread", math.isfinite(spread) and spread > 0, "must be > 0", spread),
-        ("--margin-pct", margin_problem is None, str(margin_problem), margin_pct),
-        ("--max-t-resamples", max_t_resamples >= 1, "must be >= 1", max_t_resamples),
-        ("--noise", all(n in NOISES for n in noises), f"among {', '.join(NOISES)}", noises),
-    ]
-    for option, ok, rule, value in rules:
-        if not ok:
-            shown = list(value) if isinstance(value, tuple | list) else value
-            raise UsageError(f"{option}: {rule}, got {shown}")
-
-
 def suite_study(
+    design: SuiteDesign = SuiteDesign(),
     *,
-    suites: int = 2000,
     seed: int = 0,
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    correlations: Sequence[float] = DEFAULT_CORRELATIONS,
-    pairs: Sequence[int] = DEFAULT_PAIRS,
-    slowdowns: Sequence[float] = DEFAULT_SLOWDOWNS,
-    noises: Sequence[Noise] = NOISES,
-    spread: float = DEFAULT_SPREAD,
-    margin_pct: float = DEFAULT_MARGIN_PCT,
-    max_t_resamples: int = DEFAULT_MAX_T_RESAMPLES,
     model: Model | None = None,
     progress: bool | None = None,
 ) -> SuiteStudy:
     """Every method on every cell; one row per (noise, m, rho, pairs, method)."""
     model = model or Model()
     model.check()
-    check(
-        suites=suites,
-        sizes=sizes,
-        correlations=correlations,
-        pairs=pairs,
-        slowdowns=slowdowns,
-        spread=spread,
-        margin_pct=margin_pct,
-        max_t_resamples=max_t_resamples,
-        noises=noises,
-    )
-    cells = [(noise, m, rho) for noise in noises for m in sizes for rho in correlations]
+    design.check()
+    d = design
+    cells = [(noise, m, rho) for noise in d.noises for m in d.sizes for rho in d.correlations]
     show = sys.stderr.isatty() if progress is None else progress
     rows: list[dict[str, object]] = []
     with tqdm(total=len(cells), disable=not show, file=sys.stderr, desc="calibrate") as bar:
@@ -394,14 +383,14 @@ def suite_study(
             times = log_times(
                 model,
                 noise,
-                suites=suites,
+                suites=d.suites,
                 size=m,
                 correlation=rho,
-                pairs=max(pairs),
-                spread=spread,
+                pairs=max(d.pairs),
+                spread=d.spread,
                 seed=seed,
             )
-            for n in pairs:
+            for n in d.pairs:
                 found: dict[Method, dict[str, object]] = {
                     method: {
                         "noise": noise,
@@ -409,38 +398,24 @@ def suite_study(
                         "correlation": rho,
                         "pairs": n,
                         "method": method,
-                        "suites": suites,
+                        "suites": d.suites,
                     }
                     for method in METHODS
                 }
                 resampled: MaxT | None = None
-                for slowdown in (0.0, *slowdowns):
+                for slowdown in (0.0, *d.slowdowns):
                     x = family_log_ratios(times[:, :n], slowdown)
                     resampled = resampled or MaxT.of(
-                        x, m + 1, resamples=max_t_resamples, seed=model.policy_seed
+                        x, m + 1, resamples=d.max_t_resamples, seed=model.policy_seed
                     )
                     for method, row in found.items():
-                        got = _decide(method, x, m + 1, model, margin_pct, resampled)
+                        got = _decide(method, x, m + 1, model, d.margin_pct, resampled)
                         row |= _counts(got, slowdown)
                         if slowdown == 0:
                             row["critical"] = float(got.critical.mean())
                 rows += found.values()
             bar.update()
-    frame = pl.DataFrame(rows).select(columns(slowdowns))
-    return SuiteStudy(
-        seed,
-        suites,
-        spread,
-        margin_pct,
-        max_t_resamples,
-        tuple(sizes),
-        tuple(correlations),
-        tuple(pairs),
-        tuple(slowdowns),
-        tuple(noises),
-        model,
-        frame,
-    )
+    return SuiteStudy(seed, design, model, pl.DataFrame(rows).select(columns(d.slowdowns)))
 
 
 # -- output ---------------------------------------------------------------------------------------
@@ -450,30 +425,30 @@ def render(study: SuiteStudy, fmt: str) -> str:
     rounded = study.rows.with_columns(pl.col(rates).round(4), pl.col("critical").round(4))
     parameters = {
         "seed": study.seed,
-        "suites": study.suites,
-        "spread": study.spread,
-        "margin_pct": study.margin_pct,
-        "max_t_resamples": study.max_t_resamples,
+        "suites": study.design.suites,
+        "spread": study.design.spread,
+        "margin_pct": study.design.margin_pct,
+        "max_t_resamples": study.design.max_t_resamples,
         "model": asdict(study.model),
     }
     return render_study(rounded, fmt, parameters, lambda: _table(study))
 
 
 def _table(study: SuiteStudy) -> str:
-    m = study.model
+    m, d = study.model, study.design
     head = (
         f"{'m':>4}  {'corr':>4}  {'pairs':>5}  {'method':<13}  {'c':>6}  {'A/A any':>7}  "
         f"{'A/A !=1':>7}"
     )
-    for s in study.slowdowns:
+    for s in d.slowdowns:
         head += f"  {f'{s:g}% caught':>11}  {f'{s:g}% others':>11}"
     lines = [
-        f"calibrate --suite: seed {study.seed}, {study.suites} suites per noise, size, "
+        f"calibrate --suite: seed {study.seed}, {d.suites} suites per noise, size, "
         "correlation and pair count",
-        f"spread {study.spread:g} per pair; gate {m.min_improvement_pct:g}%, margin "
-        f"{study.margin_pct:g}%, confidence {m.confidence:g}; max_t: {study.max_t_resamples} "
+        f"spread {d.spread:g} per pair; gate {m.min_improvement_pct:g}%, margin "
+        f"{d.margin_pct:g}%, confidence {m.confidence:g}; max_t: {d.max_t_resamples} "
         f"resamples, seed {m.policy_seed}",
-        *noise_sections(study.rows, study.noises, head, lambda row: _line(row, study.slowdowns)),
+        *noise_sections(study.rows, d.noises, head, lambda row: _line(row, d.slowdowns)),
         "",
         "m: benchmarks per suite (the family is the metric and the m benchmarks); corr: the",
         "  correlation the shared run-level factor puts between two benchmarks' log-ratios;",
