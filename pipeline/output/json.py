@@ -13,7 +13,7 @@ import polars as pl
 
 from pipeline.assessment.campaigns import AssessResult
 from pipeline.assessment.quantities import ATTEMPT
-from pipeline.contract.schemas import BOOKKEEPING_COLUMNS
+from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, table
 from pipeline.output.views import campaign_order, changed, parts, rejections
 
 COMPARISON_FIELDS = [
@@ -28,19 +28,8 @@ COMPARISON_FIELDS = [
     "reason",
     "method",
 ]
-BENCHMARK_FIELDS = [
-    "quantity",
-    "name",
-    "n_pairs",
-    "family_size",
-    "estimate",
-    "low",
-    "high",
-    "method",
-    "critical",
-    "verdict",
-    "reason",
-]
+BENCHMARK_FIELDS = [c for c in table("benchmarks").names if c not in ATTEMPT]
+"""Every column of table ``benchmarks`` but the attempt's key, in the table's order."""
 OUTCOME_FIELDS = [
     "position",
     "target",
