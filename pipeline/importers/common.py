@@ -106,22 +106,16 @@ TIME_UNITS: dict[str, Decimal] = {
 }
 """Seconds per unit. ``µs`` appears with the micro sign (U+00B5) or the Greek mu (U+03BC)."""
 
+_PREFIXES = "kmgt"
+"""kilo to tera: the SI factor 1000**n and the binary 1024**n of the n-th."""
 BYTE_UNITS: dict[str, Decimal] = {
-    "b": Decimal(1),
-    "byte": Decimal(1),
-    "bytes": Decimal(1),
-    "kb": Decimal(10**3),
-    "kbyte": Decimal(10**3),
-    "mb": Decimal(10**6),
-    "mbyte": Decimal(10**6),
-    "gb": Decimal(10**9),
-    "gbyte": Decimal(10**9),
-    "tb": Decimal(10**12),
-    "tbyte": Decimal(10**12),
-    "kib": Decimal(2**10),
-    "mib": Decimal(2**20),
-    "gib": Decimal(2**30),
-    "tib": Decimal(2**40),
+    **dict.fromkeys(("b", "byte", "bytes"), Decimal(1)),
+    **{
+        f"{p}{unit}": Decimal(1000**n)
+        for n, p in enumerate(_PREFIXES, start=1)
+        for unit in ("b", "byte")
+    },
+    **{f"{p}ib": Decimal(1024**n) for n, p in enumerate(_PREFIXES, start=1)},
 }
 """Bytes per unit, keys lower-case. Nsight Compute's ``Kbyte``/``Mbyte``/``Gbyte`` and nsys's
 ``MB`` are decimal (SI) multiples; the binary ones are spelled ``KiB``/``MiB``/``GiB``."""
