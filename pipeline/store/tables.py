@@ -319,6 +319,18 @@ def _write_partitions(rows: pl.DataFrame, columns: list[str], paths: dict[str, P
     )
 
 
+@contextlib.contextmanager
+def _flocked(fd: int, mode: str, lock: int) -> Iterator[None]:
+    """Hold ``lock`` (LOCK_EX or LOCK_SH) on the open lock file ``fd`` while the block runs; the
+    file is closed after."""
+    with os.fdopen(fd, mode) as handle:
+        fcntl.flock(handle, lock)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class Store:
     """A folder of hive-partitioned Parquet tables."""
 
@@ -521,12 +533,8 @@ class Store:
         with folders(self.root) as dirs:
             fd = open_file(dirs, (_LOCK_FILE,), os.O_RDWR | os.O_CREAT)
         assert fd is not None  # O_CREAT
-        with os.fdopen(fd, "r+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with _flocked(fd, "r+b", fcntl.LOCK_EX):
+            yield
 
     def _apply_journal(self, journal: Path, ops: list[tuple[Path, Path | None]]) -> None:
         """Rename (or delete) every partition file of a committed journal, each relative to its
@@ -755,12 +763,8 @@ class Store:
         if fd is None:
             yield
             return
-        with os.fdopen(fd, "rb") as handle:
-            fcntl.flock(handle, fcntl.LOCK_SH)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with _flocked(fd, "rb", fcntl.LOCK_SH):
+            yield
 
     def repair(self) -> Repaired:
         """Finish every interrupted commit and remove stray staging files (takes the lock)."""
