@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from pipeline.atomic import dump_json
 from pipeline.contract.declare import schema_id
@@ -14,23 +14,26 @@ from pipeline.contract.layout import ATTEMPT_FILE, CAMPAIGN_FILE, MEASUREMENTS_F
 from pipeline.contract.policy import policy_sha256
 
 
-def campaign_bytes(
-    campaign_id: str,
-    *,
-    created_at: str,
-    metric: Mapping[str, str],
-    policy: Mapping[str, Any],
-    kind: str = "project",
-) -> bytes:
+class CampaignFields(TypedDict):
+    """What campaign.json says besides its id (``kind``: project unless given)."""
+
+    created_at: str
+    metric: Mapping[str, str]
+    policy: Mapping[str, Any]
+    kind: NotRequired[str]
+
+
+def campaign_bytes(campaign_id: str, **fields: Unpack[CampaignFields]) -> bytes:
     """The bytes of campaign.json, with the digest of its canonical policy."""
+    policy = dict(fields["policy"])
     document = {
         "schema": schema_id("campaign"),
         "campaign_id": campaign_id,
-        "kind": kind,
-        "created_at": created_at,
-        "metric": dict(metric),
-        "policy": dict(policy),
-        "policy_sha256": policy_sha256(dict(policy)),
+        "kind": fields.get("kind", "project"),
+        "created_at": fields["created_at"],
+        "metric": dict(fields["metric"]),
+        "policy": policy,
+        "policy_sha256": policy_sha256(policy),
     }
     return dump_json(document)
 
@@ -40,21 +43,11 @@ def mechanism_bytes(mechanism: Mapping[str, Any]) -> bytes:
     return dump_json({"schema": schema_id("mechanism"), **mechanism})
 
 
-def write_campaign(
-    root: Path,
-    campaign_id: str,
-    *,
-    created_at: str,
-    metric: Mapping[str, str],
-    policy: Mapping[str, Any],
-    kind: str = "project",
-) -> Path:
+def write_campaign(root: Path, campaign_id: str, **fields: Unpack[CampaignFields]) -> Path:
     """Write ``<root>/<campaign_id>/campaign.json`` with the digest of its canonical policy."""
     folder = root / campaign_id
     folder.mkdir(parents=True, exist_ok=True)
-    body = campaign_bytes(
-        campaign_id, created_at=created_at, metric=metric, policy=policy, kind=kind
-    )
+    body = campaign_bytes(campaign_id, **fields)
     (folder / CAMPAIGN_FILE).write_bytes(body)
     return folder
 
