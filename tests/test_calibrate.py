@@ -19,6 +19,7 @@ from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.calibrate import Calibration, calibrate, count_rules, metric_log_ratios, render
 from pipeline.study.simulate import (
+    CampaignDraw,
     Model,
     Scenario,
     campaign_generator,
@@ -200,10 +201,11 @@ def test_one_assessment_gives_the_paired_plus_explanation_verdict(tmp_path: Path
 def test_campaign_tables_equal_what_ingest_makes_of_the_files(tmp_path: Path) -> None:
     model = Model(resamples=200, position_effect_pct=3)
     options = {"attempts": 7, "seed": 3, "model": model, "noise": "outliers", "order": "balanced"}
-    write_simulated_campaign(tmp_path / "in", "elsewhere", 5, **options)  # type: ignore[arg-type]
+    draw = CampaignDraw("elsewhere", 5, **options)  # type: ignore[arg-type]
+    write_simulated_campaign(tmp_path / "in", draw)
     store = Store(tmp_path / "s")
     ingest(tmp_path / "in", store)
-    built = campaign_tables("elsewhere", 5, **options)  # type: ignore[arg-type]
+    built = campaign_tables(draw)
     for name, frame in built.items():
         stored = store.read(name)
         key = [

@@ -51,6 +51,7 @@ from pipeline.study.simulate import (
     ALL_SCENARIOS,
     DEFAULT_REPETITIONS,
     NOISES,
+    CampaignDraw,
     Model,
     Noise,
     Scenario,
@@ -171,13 +172,7 @@ def calibrate(
                 store,
                 cid,
                 campaign_tables(
-                    scenario,
-                    reps,
-                    attempts=attempts,
-                    seed=seed,
-                    model=model,
-                    noise=noise,
-                    order="balanced",
+                    CampaignDraw(scenario, reps, attempts, seed, model, noise, order="balanced")
                 ),
             )
             bar.update()

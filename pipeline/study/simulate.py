@@ -334,31 +334,54 @@ def run_lines(runs: Runs, attempt: int) -> Iterator[dict[str, Any]]:
             yield line if orders is None else {**line, "order": orders[rep][index]}
 
 
-def write_simulated_campaign(
-    out_dir: Path,
-    scenario: Scenario,
-    repetitions: int,
-    *,
-    attempts: int,
-    seed: int,
-    model: Model,
-    noise: Noise = "lognormal",
-    order: Order = "baseline_first",
-) -> SimulatedCampaign:
-    """Draw and write one campaign: ``<out_dir>/<scenario>[-<noise>]-r<RR>/``."""
-    cid = campaign_id(scenario, repetitions, noise)
-    rng = campaign_generator(seed, scenario, repetitions, noise)
-    runs = draw_runs(model, scenario, repetitions, attempts, rng, noise=noise, order=order)
-    folder = write_campaign(
-        out_dir, cid, created_at=_timestamp(EPOCH), metric=METRIC, policy=model.policy()
-    )
-    width = max(3, len(str(attempts - 1)))
-    for index in range(attempts):
-        document = attempt_document(
-            index, width, scenario, model, seed, balanced=order == "balanced"
+@dataclass(frozen=True)
+class CampaignDraw:
+    """One simulated campaign: what ``write_simulated_campaign`` writes as files and
+    ``campaign_tables`` builds as tables, from the same draws."""
+
+    scenario: Scenario
+    repetitions: int
+    attempts: int
+    seed: int
+    model: Model
+    noise: Noise = "lognormal"
+    order: Order = "baseline_first"
+
+    @property
+    def campaign_id(self) -> str:
+        return campaign_id(self.scenario, self.repetitions, self.noise)
+
+    def runs(self) -> Runs:
+        rng = campaign_generator(self.seed, self.scenario, self.repetitions, self.noise)
+        return draw_runs(
+            self.model,
+            self.scenario,
+            self.repetitions,
+            self.attempts,
+            rng,
+            noise=self.noise,
+            order=self.order,
         )
+
+    def documents(self) -> list[dict]:
+        """Every attempt's attempt.json document, in order."""
+        width = max(3, len(str(self.attempts - 1)))
+        balanced = self.order == "balanced"
+        return [
+            attempt_document(i, width, self.scenario, self.model, self.seed, balanced=balanced)
+            for i in range(self.attempts)
+        ]
+
+
+def write_simulated_campaign(out_dir: Path, draw: CampaignDraw) -> SimulatedCampaign:
+    """Draw and write one campaign: ``<out_dir>/<scenario>[-<noise>]-r<RR>/``."""
+    cid, runs = draw.campaign_id, draw.runs()
+    folder = write_campaign(
+        out_dir, cid, created_at=_timestamp(EPOCH), metric=METRIC, policy=draw.model.policy()
+    )
+    for index, document in enumerate(draw.documents()):
         write_attempt(folder, document, run_lines(runs, index), mechanism=MECHANISM)
-    return SimulatedCampaign(cid, scenario, repetitions, attempts, folder)
+    return SimulatedCampaign(cid, draw.scenario, draw.repetitions, draw.attempts, folder)
 
 
 def check_plan(
@@ -408,7 +431,7 @@ def simulate(
     out_dir.mkdir(parents=True, exist_ok=True)
     return [
         write_simulated_campaign(
-            out_dir, s, r, attempts=attempts, seed=seed, model=model, noise=noise, order=order
+            out_dir, CampaignDraw(s, r, attempts, seed, model, noise=noise, order=order)
         )
         for s, r in plan
     ]
@@ -421,16 +444,7 @@ def _codes(names: Sequence[str], codes: np.ndarray) -> pl.Series:
     return pl.Series(list(names), dtype=pl.String).gather(codes)
 
 
-def campaign_tables(
-    scenario: Scenario,
-    repetitions: int,
-    *,
-    attempts: int,
-    seed: int,
-    model: Model,
-    noise: Noise = "lognormal",
-    order: Order = "baseline_first",
-) -> dict[str, pl.DataFrame]:
+def campaign_tables(draw: CampaignDraw) -> dict[str, pl.DataFrame]:
     """The input tables that ``ingest`` makes of ``write_simulated_campaign``'s folder, built
     from the draws directly (calibrate: no JSON to write and parse). Equal to ingest's tables
     except ``inputs_sha256`` and ``source_dir``, which name files that do not exist here
@@ -443,15 +457,8 @@ def campaign_tables(
     from pipeline.store.integrity import NO_PLAN
     from pipeline.study.stored import campaign_bytes, mechanism_bytes
 
-    cid = campaign_id(scenario, repetitions, noise)
-    rng = campaign_generator(seed, scenario, repetitions, noise)
-    runs = draw_runs(model, scenario, repetitions, attempts, rng, noise=noise, order=order)
-    width = max(3, len(str(attempts - 1)))
-    balanced = order == "balanced"
-    docs = [
-        attempt_document(i, width, scenario, model, seed, balanced=balanced)
-        for i in range(attempts)
-    ]
+    cid, runs, docs = draw.campaign_id, draw.runs(), draw.documents()
+    attempts, repetitions, seed, model = draw.attempts, draw.repetitions, draw.seed, draw.model
     ids = [d["attempt_id"] for d in docs]
     mechanism = mechanism_bytes(MECHANISM)
     digest = hashlib.sha256(mechanism).hexdigest()
