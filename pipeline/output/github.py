@@ -8,15 +8,7 @@ import os
 from collections.abc import Mapping
 
 from pipeline.assessment.campaigns import AssessResult, gated_attempt
-from pipeline.output.views import (
-    Split,
-    attempt_message,
-    campaign_order,
-    issue_text,
-    member_label,
-    member_message,
-    rejected_names,
-)
+from pipeline.output import views
 
 SUMMARY_LIMIT = 1024 * 1024
 """Bytes GitHub accepts in one step's job summary; a larger summary is not appended (a warning
@@ -47,16 +39,16 @@ def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str
     ``error`` per benchmark of that attempt that regressed (a campaign deciding every
     benchmark); and one ``error`` per campaign with attempts ingest rejected."""
     out = []
-    split = Split(result)
-    for cid in campaign_order(result):
+    split = views.Split(result)
+    for cid in views.campaign_order(result):
         refused = split.rejected(cid)
         if refused.height:
             out.append(
                 annotation(
                     "error",
                     f"explain-pipeline: campaign {cid} rejected at ingest",
-                    f"not assessed: {', '.join(rejected_names(refused))}; first: "
-                    f"{issue_text(refused.row(0, named=True))}",
+                    f"not assessed: {', '.join(views.rejected_names(refused))}; first: "
+                    f"{views.issue_text(refused.row(0, named=True))}",
                 )
             )
         errors = split.blocked(cid)
@@ -77,13 +69,13 @@ def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str
         row = gated_attempt(rows, cid, focus)
         level = "notice" if row["verdict"] == "PASS" else "error"
         title = f"explain-pipeline: {cid} {row['attempt_id']} (round {row['round']})"
-        out.append(annotation(level, title, attempt_message(row)))
+        out.append(annotation(level, title, views.attempt_message(row)))
         members = split.benchmarks(cid, row["attempt_id"])
         out += [
             annotation(
                 "error",
-                f"explain-pipeline: {cid} {row['attempt_id']}: {member_label(m)} regressed",
-                member_message(m),
+                f"explain-pipeline: {cid} {row['attempt_id']}: {views.member_label(m)} regressed",
+                views.member_message(m),
             )
             for m in members.filter(members["verdict"] == "regressed").iter_rows(named=True)
         ]

@@ -17,28 +17,8 @@ import polars as pl
 
 from pipeline.assessment.campaigns import AssessResult
 from pipeline.contract.inert import inert
+from pipeline.output import views
 from pipeline.output.numbers import TEXT, fmt_paired
-from pipeline.output.views import (
-    MEMBER_HEADERS,
-    SHOWN_ALONE,
-    SUMMARY_HEADERS,
-    Split,
-    accounting_text,
-    best_row,
-    campaign_order,
-    chain_text,
-    confirmation_notes,
-    evidence,
-    gain_text,
-    issue_text,
-    member_cells,
-    member_legend,
-    rejected_names,
-    selected_text,
-    summary_cells,
-    verdict_text,
-    what_if_pairs,
-)
 from pipeline.record.campaign import AbResult, FinalResult
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
@@ -128,18 +108,22 @@ def _members(members: pl.DataFrame, row: Mapping[str, Any]) -> str:
     """The attempt's benchmarks: a heading line, the legend, one table row per member."""
     head = (
         f"**benchmarks of {md(row['attempt_id'])}** (round {row['round']}, "
-        f"{md(row['candidate'])})<br>\n{md(member_legend(members))}\n\n"
+        f"{md(row['candidate'])})<br>\n{md(views.member_legend(members))}\n\n"
     )
-    return head + md_table(MEMBER_HEADERS, map(member_cells, members.iter_rows(named=True))) + "\n"
+    return (
+        head
+        + md_table(views.MEMBER_HEADERS, map(views.member_cells, members.iter_rows(named=True)))
+        + "\n"
+    )
 
 
-def _attempt_details(split: Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
+def _attempt_details(split: views.Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
     comparisons = split.comparisons(cid, row["attempt_id"])
     outcomes = split.outcomes(cid, row["attempt_id"])
     members = split.benchmarks(cid, row["attempt_id"])
     what = "quantities"
     if members.height:  # shown in their own table above: the rest is folded here
-        comparisons = comparisons.filter(~pl.col("quantity").is_in(SHOWN_ALONE))
+        comparisons = comparisons.filter(~pl.col("quantity").is_in(views.SHOWN_ALONE))
         what, open_ = "other quantities (counters, rusage.*)", False
     summary = (
         f"{html_text(row['attempt_id'])} (round {row['round']}, {html_text(row['candidate'])}): "
@@ -160,9 +144,9 @@ def _rejected(rows: pl.DataFrame) -> str:
     """What ingest rejected in one campaign: the attempts named, each error as ingest wrote it."""
     if rows.is_empty():
         return ""
-    names = ", ".join(md(n) for n in rejected_names(rows))
+    names = ", ".join(md(n) for n in views.rejected_names(rows))
     lines = [
-        f"- {md(r['attempt_id'] or 'campaign')}: {md(issue_text(r))}\n"
+        f"- {md(r['attempt_id'] or 'campaign')}: {md(views.issue_text(r))}\n"
         for r in rows.iter_rows(named=True)
     ]
     return (
@@ -176,7 +160,7 @@ def _where(error: Mapping[str, Any]) -> str:
     return f"attempt {md(error['attempt_id'])}" if error["attempt_id"] else "campaign"
 
 
-def _campaign(split: Split, cid: str, details_open: bool, accounting: bool) -> str:
+def _campaign(split: views.Split, cid: str, details_open: bool, accounting: bool) -> str:
     errors = split.blocked(cid)
     if errors.height:
         out = [
@@ -198,7 +182,7 @@ def _campaign(split: Split, cid: str, details_open: bool, accounting: bool) -> s
         f"require_explanation {explain}\n\n"
     ]
     named = list(rows.iter_rows(named=True))
-    out.append(md_table(SUMMARY_HEADERS, (summary_cells(r) for r in named)) + "\n")
+    out.append(md_table(views.SUMMARY_HEADERS, (views.summary_cells(r) for r in named)) + "\n")
     if accounting:
         out.append(_accounting(split.result, cid))
     out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
@@ -210,8 +194,8 @@ def _accounting(result: AssessResult, cid: str) -> str:
     account = result.accounts.get(cid)
     if account is None:
         return ""
-    lines = [f"**Campaign accounting:** {md(accounting_text(account))}"]
-    lines += [md(note) for note in confirmation_notes(account)]
+    lines = [f"**Campaign accounting:** {md(views.accounting_text(account))}"]
+    lines += [md(note) for note in views.confirmation_notes(account)]
     return "<br>\n".join(lines) + "\n\n"
 
 
@@ -220,9 +204,9 @@ def assessed(result: AssessResult, *, details_open: bool = False, accounting: bo
     ``accounting``: the campaign's accounting under its table (not for ab's single round)."""
     out = []
     if result.what_if:
-        out.append(f"**WHAT-IF (not stored): {md(what_if_pairs(result))}**\n\n")
-    split = Split(result)
-    for cid in campaign_order(result):
+        out.append(f"**WHAT-IF (not stored): {md(views.what_if_pairs(result))}**\n\n")
+    split = views.Split(result)
+    for cid in views.campaign_order(result):
         out.append(_campaign(split, cid, details_open, accounting))
         out.append(_rejected(split.rejected(cid)))
     if not out:
@@ -241,21 +225,21 @@ def final(result: FinalResult) -> str:
     out = assessed(result.assess)
     if result.assess.blocked.height:
         return out
-    row = best_row(result.assess)
+    row = views.best_row(result.assess)
     if row is None:
         return out + "**best attempt:** none (no attempt is PASS)\n"
     out += (
         f"**best attempt:** {md(row['attempt_id'])} (round {row['round']}, candidate "
-        f"{md(row['candidate'])}): {md(verdict_text(row))}\n"
+        f"{md(row['candidate'])}): {md(views.verdict_text(row))}\n"
     )
     account = result.assess.accounts.get(result.campaign_id)
     if account is None:
         return out
-    notes = [x for x in (selected_text(account), chain_text(account)) if x]
+    notes = [x for x in (views.selected_text(account), views.chain_text(account)) if x]
     return (
         out
         + "".join(f"- {md(x)}\n" for x in notes)
-        + f"\n**campaign's gain:** {md(gain_text(account, result.folder))}\n"
+        + f"\n**campaign's gain:** {md(views.gain_text(account, result.folder))}\n"
     )
 
 
@@ -267,5 +251,5 @@ def ab(result: AbResult) -> str:
     head = f"**A (baseline):** {md(command_a)}<br>\n**B (candidate):** {md(command_b)}\n\n"
     row = result.row
     if row is not None and not result.final.assess.blocked.height:
-        head += f"**verdict: {md(verdict_text(row))}** ({md(evidence(row))})\n\n"
+        head += f"**verdict: {md(views.verdict_text(row))}** ({md(views.evidence(row))})\n\n"
     return head + assessed(result.final.assess, details_open=True, accounting=False)
