@@ -8,13 +8,13 @@ import click
 
 from pipeline.assessment.gate import DEFAULT_FAIL_ON, FAIL_ON
 from pipeline.cli.common import (
+    campaigns_chosen,
     command,
     engine_options,
     format_option,
     junit_option,
-    parse_what_if,
-    store_option,
     what_if_named,
+    what_if_option,
 )
 from pipeline.contract.policy import PolicyValue
 from pipeline.engines import open_engine
@@ -22,20 +22,13 @@ from pipeline.errors import ExitCode, UsageError
 
 
 @command("assess")
-@click.argument("campaign_id", required=False)
-@click.option("--all", "all_campaigns", is_flag=True, help="Assess every campaign in the store.")
-@store_option
+@campaigns_chosen("Assess every campaign in the store.")
 @format_option("table", "json", "csv", "markdown")
 @junit_option
-@click.option(
-    "--what-if",
-    "what_if",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=parse_what_if,
-    help="Verdicts under another policy (decision, require_explanation, min_improvement_pct, "
+@what_if_option(
+    "Verdicts under another policy (decision, require_explanation, min_improvement_pct, "
     "margin_pct; confidence, resamples, seed (the bootstrap seed), min_pairs, interval, decide "
-    "recompute the intervals). Never stored. Repeatable.",
+    "recompute the intervals). Never stored. Repeatable."
 )
 @click.option(
     "--gate",

@@ -58,6 +58,17 @@ store_option = click.option(
 )
 
 
+def campaigns_chosen(all_help: str) -> Any:
+    """CAMPAIGN_ID or --all, and --store: the campaigns of a store a command works on."""
+
+    def decorate(command: Any) -> Any:
+        command = store_option(command)
+        command = click.option("--all", "all_campaigns", is_flag=True, help=all_help)(command)
+        return click.argument("campaign_id", required=False)(command)
+
+    return decorate
+
+
 def format_option(*choices: str, default: str = "table") -> Any:
     """The one --format option: the first choices are the command's own."""
     return click.option(
@@ -188,6 +199,18 @@ def _as_declared(key: str, text: str) -> PolicyValue:
         return read(text.lower() if declared == "boolean" else text)
     except (KeyError, ValueError):
         raise UsageError(f"--what-if {key}={text}: expected {what}") from None
+
+
+def what_if_option(help_text: str) -> Any:
+    """The one --what-if option: repeatable ``KEY=VALUE``s, parsed into policy overrides."""
+    return click.option(
+        "--what-if",
+        "what_if",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=parse_what_if,
+        help=help_text,
+    )
 
 
 @contextlib.contextmanager

@@ -7,11 +7,11 @@ from pathlib import Path
 import click
 
 from pipeline.cli.common import (
+    campaigns_chosen,
     command,
     output_option,
-    parse_what_if,
-    store_option,
     what_if_named,
+    what_if_option,
 )
 from pipeline.contract.policy import PolicyValue
 from pipeline.errors import ExitCode, UsageError
@@ -19,9 +19,7 @@ from pipeline.output.sinks import is_stdout, write_output
 
 
 @command("report")
-@click.argument("campaign_id", required=False)
-@click.option("--all", "all_campaigns", is_flag=True, help="Report every campaign, with an index.")
-@store_option
+@campaigns_chosen("Report every campaign, with an index.")
 @output_option(
     "With a CAMPAIGN_ID: the page's file (default report-CAMPAIGN_ID.html). With --all: the "
     "folder for index.html and one campaign-ID.html per campaign (default ./report); a name "
@@ -35,14 +33,9 @@ from pipeline.output.sinks import is_stdout, write_output
     help="With --all: write plotly.js once into the folder, loaded by every page, instead of "
     "inlining it (about 4.8 MB) in each; the pages then work only beside that file.",
 )
-@click.option(
-    "--what-if",
-    "what_if",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=parse_what_if,
-    help="Also show verdicts under another policy (decision=paired, require_explanation=true, "
-    "...); labelled as what-if, never stored.",
+@what_if_option(
+    "Also show verdicts under another policy (decision=paired, require_explanation=true, "
+    "...); labelled as what-if, never stored."
 )
 def report(
     campaign_id: str | None,
