@@ -5,6 +5,8 @@ machine, one of 40 pairs about 5 minutes, and the runs behind benchmarks/RESULTS
 hours in all (run it in the background; each comparison is kept, so a run stopped is resumed).
 
     .venv/bin/python benchmarks/measure_suite12.py measure OUT --scenario aa --comparisons 20
+    .venv/bin/python benchmarks/measure_suite12.py measure OUT --scenario slower \\
+        --comparisons 5 --until-decided
     .venv/bin/python benchmarks/measure_suite12.py analyze OUT
 
 Scenarios (each comparison is one `ab`, kept in OUT/<scenario>/cNN with its output):
@@ -77,7 +79,8 @@ def suite_command(scenario: str, side: str) -> str:
 
 
 def measure(out: Path, scenario: str, comparisons: int, pairs: int, extra: list[str]) -> None:
-    """``comparisons`` runs of `ab`, each kept in its own folder with its output and exit code."""
+    """``comparisons`` runs of `ab`, each kept in its own folder with its output and exit code;
+    ``extra`` (options this script does not know, e.g. ``--until-decided``) go to `ab`."""
     folder = out / scenario
     folder.mkdir(parents=True, exist_ok=True)
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
@@ -93,8 +96,7 @@ def measure(out: Path, scenario: str, comparisons: int, pairs: int, extra: list[
             suite_command(scenario, "candidate"),
             "--measure",
             "pytest-benchmark",
-            "-n",
-            str(pairs),
+            *([] if "--until-decided" in extra else ["-n", str(pairs)]),  # its length is the rule's
             "--keep",
             str(keep),
             *extra,
