@@ -149,13 +149,31 @@ _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?%?|\binf\b)")
 _DRAWN = re.compile(
     r"\b(?:none|decrease|increase|improved|regressed|confirmed|contradicted|unsupported|"
     r"consistent|unverifiable|explained|within_noise|below_gate|no order bias found|"
-    r"order bias found|biased by run order)\b"
+    r"order bias found|biased by run order|inconclusive|unchanged)\b"
 )
 """Words a timing draw decides, free in timed output: whether a region moved (a reference region
 that did not change is 'none' in 95% of rounds, not all), whether the order effect's interval
-excludes 1 (its reading: 'no order bias found' or 'biased by run order'), and whether a counter
-that is 0 in some runs reads inf. PASS, FAIL and INCONCLUSIVE stay compared: the pages claim
-them."""
+excludes 1 (its reading: 'no order bias found' or 'biased by run order'), whether a counter
+that is 0 in some runs reads inf, and a benchmark's verdict (inconclusive or unchanged as well).
+PASS, FAIL and INCONCLUSIVE stay compared: the pages claim them."""
+
+_RUSAGE_FOLDED = re.compile(r"^(rusage\.\* \(# counters of each run\)): .*$")
+"""The folded line of the rusage.* counters under a table of benchmarks names those that moved
+('none moved' or 'moved: cpu_seconds ...'): a draw."""
+_MEMBERS_HEAD = "pairs ratio [low, high] verdict"
+"""The header of a table of benchmarks: its rows are sorted by the measured change, so their
+order is a draw (they are compared sorted), and so is the count per verdict below them."""
+
+
+def _members_in_any_order(lines: list[str]) -> list[str]:
+    out = list(lines)
+    for i, line in enumerate(lines):
+        if line == _MEMBERS_HEAD:
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("# ")), i + 1)
+            out[i + 1 : end] = sorted(lines[i + 1 : end])
+            if end < len(lines):
+                out[end] = "# ~ (the count per verdict)"
+    return out
 
 
 _ZERO_COUNT = re.compile(r" - (zero_baseline|zero_candidate)$")
@@ -170,6 +188,7 @@ def normalized(lines: list[str], timed: bool) -> list[str]:
     if timed:
         out = [" ".join(_DRAWN.sub("~", _NUMBER.sub("#", line)).split()) for line in out]
         out = [_ZERO_COUNT.sub(" # [#, #] ~", line) for line in out]
+        out = _members_in_any_order([_RUSAGE_FOLDED.sub(r"\1: ~", line) for line in out])
     return out
 
 
@@ -401,6 +420,27 @@ def test_output_is_compared_exactly_or_with_the_timing_draw_left_free() -> None:
     counted = ["  counter rusage.major_faults   -     zero_baseline"]
     assert output_problem(counted, "counter rusage.major_faults 1.0 [0.9, 1.1] none", timed) is None
     assert output_problem(shown[:1], drawn, Mark("run", timed=True)) is not None
+    table = [
+        "benchmarks: 3 members",
+        "  pairs  ratio [low, high]  verdict",
+        "  metric s  10  1.1 [1.0, 1.2]  improved",
+        "  t_a  10  1.0 [0.9, 1.1]  inconclusive",
+        "  t_b  10  1.2 [1.1, 1.3]  improved",
+        "  2 improved, 1 inconclusive",
+        "rusage.* (8 counters of each run): none moved",
+    ]
+    redrawn = "\n".join(
+        [
+            *table[:3],
+            table[4].replace("1.2", "0.8").replace("improved", "regressed"),
+            table[3],
+            "  1 regressed, 1 improved, 1 unchanged",
+            "rusage.* (8 counters of each run): moved: cpu_seconds 0.9 [0.8, 0.95] increase",
+        ]
+    )
+    assert output_problem(table, redrawn, timed) is None
+    assert output_problem(table, redrawn.replace("t_a", "t_c"), timed) is not None
+    assert output_problem(table, redrawn, Mark("run")) is not None
     ordered = [
         "order effect (A-first pairs vs B-first pairs): 1.01 [0.94, 1.08], no order bias found"
     ]

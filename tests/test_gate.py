@@ -19,6 +19,7 @@ from assess_fixtures import Attempt, campaign, run, write_store
 from pipeline.assessment.campaigns import assess, gate
 from pipeline.assessment.gate import decide_gate, metric_member
 from pipeline.cli import main
+from pipeline.output.views import reference_note
 from pipeline.record.options import ab_policy
 from pipeline.store.tables import Store
 
@@ -223,6 +224,60 @@ def test_ab_with_a_suite_decides_every_benchmark_by_default(
     assert "benchmarks:" not in out
 
 
+def test_a_reference_that_regressed_is_shown_so_and_fails_the_regression_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 25's second case: a benchmark declared unchanged (a reference for the mechanism)
+    made slower. It stays 'assumed' for the mechanism, but its own verdict is computed: the
+    table says regressed, the declared line says so beside the assumption (text and Markdown),
+    JUnit fails its case, and --fail-on regression fails the gate naming it."""
+    mechanism = tmp_path / "m.json"
+    mechanism.write_text(
+        json.dumps(
+            {
+                "schema": "explain-pipeline/mechanism/v1",
+                "hypothesis": "test_0 got faster; test_1 is untouched",
+                "expectations": [
+                    {"target": "region", "name": "test_x.py::test_0", "expect": "decrease"},
+                    {"target": "region", "name": "test_x.py::test_1", "expect": "unchanged"},
+                ],
+            }
+        )
+    )
+    a, b = _harness(tmp_path, 1.0), _harness(tmp_path, 1.5)  # test_1 is 1.5x slower in B
+    keep, junit = tmp_path / "kept", tmp_path / "junit.xml"
+    args = ["ab", "--measure", "pytest-benchmark", "-n", "6", "--warmup", "0", a, b]
+    args += ["--mechanism-file", str(mechanism), "--fail-on", "regression", "--keep", str(keep)]
+    code, out, err = _cli(args, capsys)
+    assert code == 5, err
+    row = next(line for line in out.splitlines() if line.startswith("  test_x.py::test_1 "))
+    assert row.endswith("regressed")
+    declared = next(
+        line for line in out.splitlines() if "declared region test_x.py::test_1" in line
+    )
+    assert re.fullmatch(
+        r"  declared region test_x\.py::test_1 unchanged: assumed \(a reference; its own "
+        r"verdict: regressed 0\.\d{4} \[0\.\d{4}, 0\.\d{4}\]\)",
+        declared,
+    ), declared
+    assert "FAIL (--fail-on regression): test_x.py::test_1 " in out
+    store = ["--store", str(keep / ".explain-store")]
+    code, md, _ = _cli(
+        ["assess", "--all", *store, "--format", "markdown", "--junit", str(junit)], capsys
+    )
+    assert "- declared region test\\_x.py::test\\_1 unchanged: assumed (a reference; its own " in md
+    failed = re.findall(r'<testcase [^>]*name="([^"]*)"[^>]*>\s*<failure', junit.read_text())
+    assert any("test_x.py::test_1" in name for name in failed), failed
+    # a reference that did not move, or was judged (not assumed), or no benchmarks: no note
+    assumed = {"outcome": "assumed", "name": "a"}
+    assert reference_note(assumed, _members({"m": "inconclusive", "a": "unchanged"})) == ""
+    assert reference_note(assumed, _members({"m": "inconclusive", "a": "inconclusive"})) == ""
+    assert reference_note({**assumed, "outcome": "confirmed"}, _members({"a": "regressed"})) == ""
+    assert reference_note(assumed, _members({"m": "inconclusive"}).clear()) == ""
+    moved = reference_note(assumed, _members({"m": "inconclusive", "a": "improved"}))
+    assert moved == " (a reference; its own verdict: improved 1.1000 [0.9000, 1.1000])"
+
+
 def test_round_with_a_suite_in_a_metric_campaign_says_how_to_decide_each(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -279,7 +334,7 @@ def test_real_pytest_benchmark_suite_fails_the_regression_gate_on_the_slowed_ben
     )
     a = f"{sys.executable} -m pytest {tmp_path / 'old'} {options}"
     b = f"{sys.executable} -m pytest {tmp_path / 'new'} {options}"
-    args = ["ab", "--measure", "pytest-benchmark", "-n", "6", "--fail-on", "regression", a, b]
+    args = ["ab", "--measure", "pytest-benchmark", "-n", "4", "--fail-on", "regression", a, b]
     code, out, err = _cli(args, capsys)
     assert code == 5, out + err
     gate_line = next(line for line in out.splitlines() if line.startswith("gate: "))

@@ -93,12 +93,16 @@ def _quantity_rows(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[tu
     ]
 
 
-def _unread_outcomes(comparisons: pl.DataFrame, outcomes: pl.DataFrame) -> list[str]:
-    """Expectations with no comparison to show them beside (a region that never appears)."""
+def _unread_outcomes(
+    comparisons: pl.DataFrame, outcomes: pl.DataFrame, members: pl.DataFrame
+) -> list[str]:
+    """Expectations with no comparison to show them beside (a region that never appears, or one
+    shown in the table of benchmarks), a reference that moved with its own verdict."""
     shown = {(c["quantity"], c["name"]) for c in comparisons.iter_rows(named=True)}
     return [
         f"- declared {md(o['target'])} {md(o['name'])} {md(o['expect'])}: {md(o['outcome'])}"
         + (f" ({md(o['reason'])})" if o["reason"] else "")
+        + md(views.reference_note(o, members))
         for o in outcomes.iter_rows(named=True)
         if (o["evidence"], o["name"]) not in shown
     ]
@@ -131,7 +135,7 @@ def _attempt_details(split: views.Split, cid: str, row: Mapping[str, Any], *, op
         f"declared expectations {outcomes.height}"
     )
     body = md_table(QUANTITY_HEADERS, _quantity_rows(comparisons, outcomes))
-    extra = _unread_outcomes(comparisons, outcomes)
+    extra = _unread_outcomes(comparisons, outcomes, members)
     tail = "\n" + "\n".join(extra) + "\n" if extra else ""
     return (
         (_members(members, row) if members.height else "")

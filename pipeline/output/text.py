@@ -33,6 +33,7 @@ from pipeline.output.views import (
     member_label,
     members_in_order,
     parts,
+    reference_note,
     rejected_names,
     rejections,
     selected_text,
@@ -396,6 +397,7 @@ def _quantities(result: AbResult) -> list[str]:
     outcomes = result.final.assess.outcomes
     lines += [
         f"  declared {o['target']} {o['name']} {o['expect']}: {o['outcome']}"
+        + reference_note(o, members)
         for o in outcomes.iter_rows(named=True)
     ]
     return lines

@@ -66,6 +66,25 @@ def attempt_message(row: Mapping[str, Any]) -> str:
     return f"{verdict_text(row)}, {evidence(row)}"
 
 
+def reference_note(outcome: Mapping[str, Any], members: pl.DataFrame) -> str:
+    """`` (a reference; its own verdict: regressed 0.7802 [0.7405, 0.8220])`` after a declared
+    ``unchanged`` region whose outcome is ``assumed`` (a reference, contract §7) when the attempt
+    decides every benchmark and that region, as a benchmark, moved; else ``""``. The reference
+    keeps its meaning for the mechanism (it is assumed, never judged there), but its own verdict
+    is computed like any benchmark's, and a reader of the expectation must see it beside the
+    assumption: a slower reference makes every region normalized by it look faster."""
+    import polars as pl
+
+    if outcome["outcome"] != "assumed" or members.is_empty():
+        return ""
+    row = members.filter((pl.col("quantity") == "region") & (pl.col("name") == outcome["name"]))
+    if row.is_empty() or row["verdict"][0] not in ("regressed", "improved"):
+        return ""
+    r = row.row(0, named=True)
+    interval = fmt_paired(r["estimate"], r["low"], r["high"])
+    return f" (a reference; its own verdict: {r['verdict']} {interval})"
+
+
 def outcome_message(outcome: Mapping[str, Any], comparison: Mapping[str, Any] | None) -> str:
     """``contradicted: region_normalized attention 0.9120 [0.9010, 0.9233], increase``."""
     text = outcome["outcome"] + (f" ({outcome['reason']})" if outcome["reason"] else "")
