@@ -334,7 +334,7 @@ def test_real_pytest_benchmark_suite_fails_the_regression_gate_on_the_slowed_ben
     )
     a = f"{sys.executable} -m pytest {tmp_path / 'old'} {options}"
     b = f"{sys.executable} -m pytest {tmp_path / 'new'} {options}"
-    args = ["ab", "--measure", "pytest-benchmark", "-n", "4", "--fail-on", "regression", a, b]
+    args = ["ab", "--measure", "pytest-benchmark", "-n", "6", "--fail-on", "regression", a, b]
     code, out, err = _cli(args, capsys)
     assert code == 5, out + err
     gate_line = next(line for line in out.splitlines() if line.startswith("gate: "))

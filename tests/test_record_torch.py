@@ -39,9 +39,10 @@ def work(hidden: int) -> str:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
-    """One campaign of one round (4 repetitions, the default warm-up), then `campaign final`:
-    torch starts 10 times for the whole module (each start costs seconds on a loaded machine). The paired rule decides; the explanation is
-    reported, not required: normalizing `mlp` by a sub-millisecond `attention` is at the mercy
+    """One campaign of one round (6 repetitions, the default warm-up), then `campaign final`:
+    torch starts 14 times for the whole module (each start costs seconds on a loaded machine; the
+    paired rule needs at least 5 pairs). The paired rule decides; the explanation is reported,
+    not required: normalizing `mlp` by a sub-millisecond `attention` is at the mercy
     of the scheduler on a loaded machine (one round here at a load of 10 said unsupported)."""
     folder = tmp_path_factory.mktemp("torch")
     started = cli(
@@ -53,7 +54,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     round_ = cli(
         *("round", "attempts/torch-mlp", "--baseline", "hidden-2048", "--candidate", "hidden-512"),
         *("--baseline-cmd", work(2048), "--candidate-cmd", work(512)),
-        *("--mechanism-file", str(MECHANISM), "--trace", "kineto", "-n", "4"),
+        *("--mechanism-file", str(MECHANISM), "--trace", "kineto", "-n", "6"),
         cwd=folder,
     )
     assert round_.returncode == 0, round_.stdout + round_.stderr
@@ -63,7 +64,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
 
 def test_the_round_completes_with_its_warmups(recorded: tuple[Path, str, str]) -> None:
     attempt, out, _ = recorded
-    assert "baseline 4 ok, 0 failed; candidate 4 ok, 0 failed; 4 pairs\n" in out
+    assert "baseline 6 ok, 0 failed; candidate 6 ok, 0 failed; 6 pairs\n" in out
     log = (attempt / "runs.log").read_text()
     warmups = [x for x in log.splitlines() if "  warm-up " in x]
     assert len(warmups) == 2 and all(" ok metric " in x for x in warmups), log
@@ -76,7 +77,7 @@ def test_every_line_holds_the_profiled_steps_and_regions(recorded: tuple[Path, s
     lines: list[dict[str, Any]] = [
         json.loads(x) for x in (attempt / "measurements.jsonl").read_text().splitlines()
     ]
-    assert len(lines) == 8
+    assert len(lines) == 12
     for line in lines:
         assert line["status"] == "ok"
         assert sorted(line["breakdown"]) == ["step-1", "step-2", "step-3"]
@@ -87,7 +88,7 @@ def test_every_line_holds_the_profiled_steps_and_regions(recorded: tuple[Path, s
 
 
 def test_the_narrower_mlp_passes(recorded: tuple[Path, str, str]) -> None:
-    """2048 -> 512 hidden units is 4x less MLP work: far beyond the noise of 4 pairs. The
+    """2048 -> 512 hidden units is 4x less MLP work: far beyond the noise of 6 pairs. The
     mechanism is judged on the trace's regions (explained or unsupported, never unverifiable:
     both regions are in every step)."""
     _, _, final = recorded
