@@ -515,16 +515,15 @@ def forest_figure(rows: pl.DataFrame, *, gate: float, higher_is_better: bool) ->
 def _forest_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
     """Estimates and interval segments, one pair of traces per direction class."""
     unverifiable = pl.col("status") == "unverifiable"
+
+    def rows(dclass: str) -> pl.Expr:  # an unverifiable row is drawn hollow, whatever its class
+        if dclass == "unverifiable":
+            return unverifiable
+        return ~unverifiable & (pl.col("dclass") == dclass)
+
     classes = [
-        (
-            dclass,
-            _DIRECTION_NAMES[dclass],
-            colour,
-            unverifiable if hollow else ~unverifiable & (pl.col("dclass") == dclass),
-            hollow,
-        )
+        (dclass, _DIRECTION_NAMES[dclass], colour, rows(dclass), dclass == "unverifiable")
         for dclass, colour in DIRECTION_COLOURS.items()
-        for hollow in [dclass == "unverifiable"]
     ]
     return _estimate_traces(shown, edge, classes)
 
