@@ -6,7 +6,9 @@ suite for the slow one), exit codes and the lines that name the benchmarks."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -276,6 +278,26 @@ def test_a_reference_that_regressed_is_shown_so_and_fails_the_regression_gate(
     assert reference_note(assumed, _members({"m": "inconclusive"}).clear()) == ""
     moved = reference_note(assumed, _members({"m": "inconclusive", "a": "improved"}))
     assert moved == " (a reference; its own verdict: improved 1.1000 [0.9000, 1.1000])"
+
+
+def test_a_suite_round_and_its_ingest_warn_of_nothing_deprecated(tmp_path: Path) -> None:
+    """Polars reports a deprecated call made inside a query from its engine, on stderr, where
+    the test suite's warnings filter does not reach: ab with a suite, then ingest of the same
+    folder again (the rows of replaced attempts dropped), run as processes with deprecation
+    warnings on (`is_in` of a same-typed Series printed 10 of them before it was imploded)."""
+    cli = Path(sys.executable).with_name("explain-pipeline")
+    env = {**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning"}
+    keep = tmp_path / "kept"
+    a, b = _harness(tmp_path, 1.0), _harness(tmp_path, 1.5)
+    runs = [
+        [str(cli), "ab", "--measure", "pytest-benchmark", "-n", "6", "--warmup", "0", a, b],
+        [str(cli), "ingest", str(keep), "--store", str(keep / ".explain-store")],
+    ]
+    runs[0] += ["--keep", str(keep)]
+    for args, code in zip(runs, (5, 0), strict=True):  # ab: test_1 regressed, not PASS
+        done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == code, done.stdout + done.stderr
+        assert "Warning" not in done.stderr, done.stderr
 
 
 def test_round_with_a_suite_in_a_metric_campaign_says_how_to_decide_each(

@@ -612,7 +612,7 @@ def _merged(
     stored = [cid for cid in cids if store.partition_file(name, cid).is_file()]
     if not stored:
         return new
-    kept = store.scan(name, stored).filter(~_attempt_key().is_in(replaced)).collect()
+    kept = store.scan(name, stored).filter(~_attempt_key().is_in(replaced.implode())).collect()
     return pl.concat([kept, new], how="vertical")
 
 
