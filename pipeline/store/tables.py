@@ -221,7 +221,9 @@ class Transaction:
             return
         spec = table(table_name)
         wanted = pl.Series(PARTITION, list(campaign_ids), dtype=pl.String)
-        rows = spec.conform(frame.lazy()).filter(pl.col(PARTITION).is_in(wanted.implode())).collect()
+        rows = (
+            spec.conform(frame.lazy()).filter(pl.col(PARTITION).is_in(wanted.implode())).collect()
+        )
         staged = {cid: self._stage(table_name, cid) for cid in campaign_ids}
         present = set(rows[PARTITION].unique().to_list())
         if present:
