@@ -40,6 +40,22 @@ def test_paired_rate_equals_a_plain_simulation_of_the_rule(n: int) -> None:
     assert rate == pytest.approx(simulated, abs=4 * math.sqrt(simulated / 200_000) + 1e-4)
 
 
+def test_paired_rates_equal_scipy_stats_noncentral_t_without_importing_it() -> None:
+    """The rate is the noncentral t's survival function at the interval's constant; computed from
+    scipy.special (scipy.stats costs every assess half a second of start-up), it equals
+    scipy.stats.nct.sf to rounding on a grid of pairs, spreads and gates, and the normal tail where
+    the noncentrality is too large for either."""
+    n = np.repeat([2, 3, 5, 10, 40, 400], 6).astype(float)
+    spread = np.tile([1e-9, 1e-4, 0.01, 0.04, 0.3, 2.0], 6)
+    for gate in (0.0, 1.0, 5.0):
+        got = chance.paired_rates(n, spread, gate_pct=gate, method="student_t", confidence=0.95)
+        ncp = -math.log1p(gate / 100) * np.sqrt(n) / spread
+        k = stats.t.ppf(0.975, n - 1)
+        want = stats.nct.sf(k, n - 1, ncp)
+        want = np.where(np.isnan(want), stats.norm.sf(k - ncp), want)
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
 def _median_reference(n: int, spread: float, side: float, gate: float) -> float:
     """The median rule on the same draws, one simulated round at a time."""
     rng = np.random.Generator(np.random.PCG64(chance.SEED))

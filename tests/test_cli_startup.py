@@ -109,3 +109,27 @@ def test_jsonschema_loads_only_for_a_document_the_fast_checks_cannot_vouch_for(
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == ["False", "True True"]
+
+
+def test_assess_in_every_format_does_not_import_scipy_stats(tmp_path: Path) -> None:
+    """scipy.stats costs every assess half a second or more of start-up (the 1,000-benchmark
+    round of benchmarks/bench_family.py took 1.06 s beyond start-up with it, 0.60 s without):
+    the quantiles and tails assess needs, the campaign accounting's included, come from
+    scipy.special. The bundled campaigns are assessed in every format."""
+    root = Path(__file__).resolve().parent.parent
+    store = tmp_path / "store"
+    code = (
+        "import sys\n"
+        "from pipeline.cli import main\n"
+        "def run(args):\n"
+        "    try:\n"
+        "        main(args)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        f"run(['ingest', {str(root / 'data' / 'attempts')!r}, '--store', {str(store)!r}])\n"
+        "for fmt in ('table', 'json', 'csv', 'markdown'):\n"
+        f"    run(['assess', '--all', '--store', {str(store)!r}, '--format', fmt])\n"
+        "print('\\x00', 'scipy.stats' in sys.modules, 'scipy.special' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.rsplit("\x00", 1)[1].split() == ["False", "True"]

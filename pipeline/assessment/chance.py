@@ -102,7 +102,7 @@ def paired_rates(
 ) -> FloatArray:
     """P(PASS) of fixed rounds of ``n`` pairs by the paired rule when the code is identical
     (module docstring); 0 where ``n < 2``."""
-    from scipy import stats
+    from scipy.special import nctdtr, ndtr  # not scipy.stats: 0.5 s of every assess's start-up
 
     from pipeline.study.plan import critical
 
@@ -112,10 +112,10 @@ def paired_rates(
     safe_n, safe_sd = np.where(usable, pairs, 2.0), np.where(usable, sd, 1.0)
     ncp = -math.log1p(gate_pct / 100) * np.sqrt(safe_n) / safe_sd
     k = critical(safe_n, method, confidence)
-    rate = np.asarray(stats.nct.sf(k, safe_n - 1, ncp), dtype=np.float64)
-    # scipy's noncentral t is NaN for a huge noncentrality (a spread of rounding noise): the
-    # normal approximation is exact there to the digits shown
-    rate = np.where(np.isnan(rate), stats.norm.sf(k - ncp), rate)
+    rate = np.asarray(1.0 - nctdtr(safe_n - 1, ncp, k), dtype=np.float64)
+    # the noncentral t is NaN for a huge noncentrality (a spread of rounding noise): the normal
+    # approximation is exact there to the digits shown
+    rate = np.where(np.isnan(rate), ndtr(ncp - k), rate)
     return np.where(usable, rate, 0.0)
 
 

@@ -134,15 +134,15 @@ def _sequential_t(x: FloatArray, settings: Settings) -> tuple[FloatArray, FloatA
 # -- what a fixed round of n pairs must reach (study.plan) ----------------------------------------
 def _normal_critical(n: npt.NDArray[np.float64], confidence: float) -> npt.NDArray[np.float64]:
     """The percentile bootstrap reads ``x̄ ± z·σ̂/√n`` with a divisor-n ``σ̂``."""
-    from scipy import stats
+    from scipy.special import ndtri  # = scipy.stats.norm.ppf, without scipy.stats' import
 
-    return float(stats.norm.ppf(1 - (1 - confidence) / 2)) * np.sqrt((n - 1) / n)
+    return float(ndtri(1 - (1 - confidence) / 2)) * np.sqrt((n - 1) / n)
 
 
 def _t_critical(n: npt.NDArray[np.float64], confidence: float) -> npt.NDArray[np.float64]:
-    from scipy import stats
+    from scipy.special import stdtrit  # = scipy.stats.t.ppf, without scipy.stats' import
 
-    return np.asarray(stats.t.ppf(1 - (1 - confidence) / 2, n - 1), dtype=np.float64)
+    return np.asarray(stdtrit(n - 1, 1 - (1 - confidence) / 2), dtype=np.float64)
 
 
 @dataclass(frozen=True)

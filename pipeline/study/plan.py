@@ -193,10 +193,10 @@ def critical(
     as the interval method's registry entry gives it; with a ``family_size``, the Bonferroni
     Student-t constant of a member of that family (contract §15)."""
     if family_size is not None:
-        from scipy import stats
+        from scipy.special import stdtrit  # = scipy.stats.t.ppf, without scipy.stats' import
 
         level = (1.0 - confidence) / (2 * family_size)
-        return np.asarray(stats.t.ppf(1 - level, np.asarray(n) - 1), dtype=np.float64)
+        return np.asarray(stdtrit(np.asarray(n) - 1, 1 - level), dtype=np.float64)
     from pipeline.assessment.intervals import interval_method
 
     return interval_method(method).critical(np.asarray(n, dtype=np.float64), confidence)
