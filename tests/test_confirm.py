@@ -294,7 +294,12 @@ def test_the_report_shows_the_accounting_the_gain_and_the_commands(
     assert code == 0, err
     html = page.read_text(encoding="utf-8")
     assert '<section id="accounting"><h2>Campaign accounting</h2>' in html
-    assert "3 of 3 rounds PASS; identical code would PASS" in html
+    # the rounds are timed (a 17% gain at 6 pairs may miss the gate under load): the count is
+    # the store's own PASSes of the three rounds, the confirmation not among them
+    rows = Store(store).read("assessments", ["search"])
+    passes = rows.filter((pl.col("kind") == "round") & (pl.col("verdict") == "PASS")).height
+    assert passes >= 1  # b's 2x gain passes
+    assert f"{passes} of 3 rounds PASS; identical code would PASS" in html
     assert "c004 is a confirmation round of r002 (never eligible)" in html
     assert "from confirmation round c004 (b against main, 6 pairs): PASS" in html
     assert "confirmation round of r002" in html  # the attempt's recording line
