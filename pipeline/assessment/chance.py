@@ -112,7 +112,9 @@ def paired_rates(
     safe_n, safe_sd = np.where(usable, pairs, 2.0), np.where(usable, sd, 1.0)
     ncp = -math.log1p(gate_pct / 100) * np.sqrt(safe_n) / safe_sd
     k = critical(safe_n, method, confidence)
-    rate = np.asarray(1.0 - nctdtr(safe_n - 1, ncp, k), dtype=np.float64)
+    # P(T > k) for T ~ t(n - 1, ncp) is P(-T < -k), -T ~ t(n - 1, -ncp): the lower tail, with no
+    # 1 - cdf cancellation (a false-PASS rate of 1e-20 stays 1e-20, not 0, which reads "none")
+    rate = np.asarray(nctdtr(safe_n - 1, -ncp, -k), dtype=np.float64)
     # the noncentral t is NaN for a huge noncentrality (a spread of rounding noise): the normal
     # approximation is exact there to the digits shown
     rate = np.where(np.isnan(rate), ndtr(ncp - k), rate)
