@@ -153,7 +153,10 @@ def test_a_chained_campaign_confirms_the_last_step_against_the_first_baseline(
         "chained campaign (a round's baseline is an earlier candidate): main -> r001 -> r002" in out
     )
     row = Store(store).read("assessments", ["chain"]).filter(pl.col("attempt_id") == "c003")
-    assert row["paired_estimate"][0] == pytest.approx((FIXED + 80_000) / (FIXED + 30_000), rel=0.1)
+    # main against step2 directly: 100,000 / 50,000 iterations = 2.0, where a step measures
+    # 1.43 (main -> step1) or 1.4 (step1 -> step2); timed, so only the side of 1.7 is checked (a
+    # 10% band around 2.0 failed once in a landing run under load)
+    assert 1.7 < row["paired_estimate"][0] < 2.4
 
 
 def test_each_side_runs_in_the_folder_it_was_recorded_in(
