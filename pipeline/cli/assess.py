@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
-from pipeline.assessment.gate import DEFAULT_FAIL_ON, FAIL_ON
+from pipeline.assessment.gate import DEFAULT_FAIL_ON
 from pipeline.cli.common import (
     campaigns_chosen,
     command,
     engine_options,
+    fail_on_option,
     format_option,
     junit_option,
     what_if_named,
@@ -43,14 +44,7 @@ from pipeline.errors import ExitCode, UsageError
     default=None,
     help="With --gate: the attempt to gate on (default: the campaign's latest round).",
 )
-@click.option(
-    "--fail-on",
-    type=click.Choice(FAIL_ON),
-    default=DEFAULT_FAIL_ON,
-    show_default=True,
-    help="With --gate: exit 5 when the verdict is not PASS (not-improved), when any benchmark "
-    "or the metric regressed (regression), or when anything moved (change).",
-)
+@fail_on_option("With --gate: exit 5")
 @click.option(
     "--digests",
     is_flag=True,

@@ -92,6 +92,21 @@ junit_option = click.option(
 )
 
 
+def fail_on_option(when: str) -> Any:
+    """``--fail-on`` of ab and assess --gate, its choices and default read from the gate's rule
+    (pipeline.assessment.gate); ``when`` starts the help (``Exit 5``, ``With --gate: exit 5``)."""
+    from pipeline.assessment.gate import DEFAULT_FAIL_ON, FAIL_ON
+
+    return click.option(
+        "--fail-on",
+        type=click.Choice(FAIL_ON),
+        default=DEFAULT_FAIL_ON,
+        show_default=True,
+        help=f"{when} when the verdict is not PASS (not-improved), when any benchmark or the "
+        "metric regressed (regression), or when anything moved (change).",
+    )
+
+
 def engine_options(command: Any) -> Any:
     """--engine and --ray-address: where the per-campaign work runs (docs/scale-out.md)."""
     command = click.option(

@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from pipeline.assessment.gate import DEFAULT_FAIL_ON, FAIL_ON
 from pipeline.cli.common import (
     command,
     declared_choice,
     declared_range,
+    fail_on_option,
     format_option,
     group,
     junit_option,
@@ -572,14 +572,7 @@ def _one_count(until_decided: bool) -> None:
     help="--decide regions: a benchmark within this margin is unchanged, one slower by more "
     "is regressed.",
 )
-@click.option(
-    "--fail-on",
-    type=click.Choice(FAIL_ON),
-    default=DEFAULT_FAIL_ON,
-    show_default=True,
-    help="Exit 5 when the verdict is not PASS (not-improved), when any benchmark or the "
-    "metric regressed (regression), or when anything moved (change).",
-)
+@fail_on_option("Exit 5")
 @click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
 @click.option(
     "--better",
