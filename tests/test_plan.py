@@ -15,7 +15,8 @@ from conftest import cli_result as run_main
 from scipy import stats
 
 from pipeline.assessment.sequential import Schedule
-from pipeline.study.plan import fixed_pairs, sequential_pairs
+from pipeline.record import until
+from pipeline.study.plan import fixed_pairs, plan, sequential_pairs
 
 WORKLOAD = Path(__file__).with_name("record_workload.py")
 GATE = math.log(1.01)
@@ -204,6 +205,12 @@ def test_plan_prices_every_benchmark_of_a_suite(
     code, out, err = run_main(["plan", str(folder), "--effect-pct", "10"], capsys)
     assert (code, err) == (0, ""), err
     assert "decide regions, 4 members (the metric and every benchmark)" in out
+    # its sequential columns price the family's round: looks from 12 every 4, as the recorder
+    # runs a round --until-decided of a campaign deciding regions (they priced 6 every 2)
+    every, first = until.FAMILY_LOOK_EVERY, until.FAMILY_FIRST_LOOK
+    assert f"looks every {every} pairs from {first} to 40," in out
+    priced = plan(folder, [10.0])
+    assert (priced.look_every, priced.first_look) == (every, first)
     lines = [x.split() for x in (folder / "r000" / "measurements.jsonl").read_text().split()]
     assert lines  # the folder is what plan read
     rows = {r.split()[1]: r.split() for r in out.splitlines() if r.startswith("region ")}

@@ -37,8 +37,9 @@ def plan_command(folder: Path, effect_pct: str, max_repetitions: int | None) -> 
     From the spread of the pairs already recorded in the campaign FOLDER (the metric, and
     every region or counter a mechanism declares to decrease or increase), under the
     campaign's frozen gate and interval: the pairs a fixed round needs for 80% and 90% power,
-    and what a round --until-decided (looks every 2 pairs up to --max-repetitions) would
-    cost: its power, mean and 90th percentile of pairs. See docs/record.md.
+    and what a round --until-decided (looks every 2 pairs, in a campaign deciding every
+    benchmark every 4 from 12, up to --max-repetitions) would cost: its power, mean and 90th
+    percentile of pairs. See docs/record.md.
 
     \b
     Example:

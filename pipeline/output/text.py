@@ -496,7 +496,7 @@ def _pairs(value: int | None) -> str:
 def _sequential_head(result: Plan) -> list[str]:
     """What the seq columns price: this campaign's round --until-decided, or, when its policy
     refuses that, such a round in a campaign frozen for it (the refusal is quoted)."""
-    looks = f"looks every 2 pairs from {result.first_look} to {result.max_pairs}"
+    looks = f"looks every {result.look_every} pairs from {result.first_look} to {result.max_pairs}"
     if result.refusal is None:
         return [f"sequential: round --until-decided, {looks}"]
     return [

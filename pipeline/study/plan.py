@@ -92,6 +92,8 @@ class Plan:
     """decide regions: the members priced together (metric and benchmarks); None: the metric
     and the declared quantities, each at its own confidence."""
     margin_pct: float | None = None
+    look_every: int = 2
+    """Pairs between looks of a round --until-decided (until.plan_for: 4 deciding regions)."""
 
 
 # -- the spread measured so far ---------------------------------------------------------------
@@ -312,7 +314,7 @@ def plan(
         )
     method, confidence = str(policy["interval"]), float(policy["confidence"])
     gate_pct, min_pairs = float(policy["min_improvement_pct"]), int(policy["min_pairs"])
-    rounds = until.plan_for({"min_pairs": min_pairs}, max_pairs)
+    rounds = until.plan_for(policy, max_pairs)  # deciding regions: the family's looks
     rng = np.random.Generator(np.random.PCG64(SEED))
     family_size = len(spreads) if decides_regions(policy) else None
     margin_pct = float(policy.get("margin_pct") or 1.0) if family_size else None
@@ -346,6 +348,7 @@ def plan(
         refusal=_refusal(policy),
         family_size=family_size,
         margin_pct=margin_pct,
+        look_every=rounds.look_every,
     )
 
 
