@@ -187,7 +187,8 @@ def test_the_gate_from_python_reads_the_effective_policy(store: Path) -> None:
 
 # -- ab and round with a suite -------------------------------------------------------------------
 FAKE_HARNESS = """
-import json, random, sys
+import json, os, random, sys
+random.seed(os.environ['EXPLAIN_SIDE'] + os.environ['EXPLAIN_REPETITION'])  # seeded: same draws
 slow = float(sys.argv[2])
 load = random.lognormvariate(0, 0.02)
 benchmarks = [

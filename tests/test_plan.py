@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
+from helpers import workload
 from scipy import stats
 
 from pipeline.assessment.sequential import Schedule
 from pipeline.record import until
 from pipeline.study.plan import fixed_pairs, plan, sequential_pairs
 
-WORKLOAD = Path(__file__).with_name("record_workload.py")
 GATE = math.log(1.01)
 
 
@@ -91,7 +89,7 @@ def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixtu
         ],
         capsys,
     )
-    same = shlex.join([sys.executable, str(WORKLOAD), "work=100000"])
+    same = workload("work=100000")
     code, _, _ = run_main(
         [
             "round",
@@ -137,7 +135,7 @@ def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_ab_prices_a_verdict_that_is_not_pass(capsys: pytest.CaptureFixture[str]) -> None:
-    same = shlex.join([sys.executable, str(WORKLOAD), "work=100000"])
+    same = workload("work=100000")
     code, out, _ = run_main(["ab", same, same, "-n", "6", "--warmup", "0"], capsys)
     assert code == 5
     assert "to detect a true gain of 2% / 5% / 10% at 80% power: ~" in out

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
+from helpers import workload
 
 from pipeline.assessment.campaigns import assess
 from pipeline.ingestion.attempts import ingest
@@ -31,7 +32,6 @@ from pipeline.store.tables import Store
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
-WORKLOAD = Path(__file__).with_name("record_workload.py")
 KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
 MECHANISM = {
     "schema": "explain-pipeline/mechanism/v1",
@@ -42,10 +42,6 @@ MECHANISM = {
         {"target": "region", "name": "fixed", "expect": "unchanged"},
     ],
 }
-
-
-def workload(*args: str) -> str:
-    return shlex.join([sys.executable, str(WORKLOAD), *args])
 
 
 def lines_of(folder: Path) -> list[dict[str, Any]]:
@@ -207,9 +203,8 @@ def test_campaign_start_refuses_policies_ingest_would_reject(
 def test_aa_round_and_a_real_improvement(
     mechanism: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # CPU time of identical runs spreads by up to 1.8x on a loaded machine (seen: 17-31 ms), so
-    # the gate is wide (20 %) and the real gain large (300k -> 110k iterations, ~2.7x): an A/A
-    # PASS or a missed gain would then be a defect, not noise (CI once saw a 1.5x gain FAIL).
+    # the workload's exact values (2% wobble): an A/A PASS or a missed gain (300k -> 110k
+    # iterations, ~2.7x) is a defect, on any machine (timed, CI once saw a 1.5x gain FAIL)
     campaign = start(tmp_path / "attempts" / "loop", capsys, "--min-improvement-pct", "20")
     n, seed = 8, 12345
     same = workload()
@@ -548,7 +543,7 @@ def test_trace_kineto_at_the_default_warmup(
 
 # -- ab -------------------------------------------------------------------------------------
 def test_ab_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    slow, fast = workload("work=300000"), workload("work=20000")  # ~3.3x: far beyond CPU-time noise
+    slow, fast = workload("work=300000"), workload("work=20000")  # ~3.3x, exact
     code, out, err = run_main(["ab", slow, fast, "-n", "6", "--warmup", "0"], capsys)
     assert (code, err) == (0, ""), out
     assert f"A (baseline):  {slow}\nB (candidate): {fast}\n" in out

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
+from helpers import workload
 from scipy import stats
 
 from pipeline.assessment import sequential
@@ -23,7 +24,7 @@ from pipeline.store.tables import Store
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
-FAST, SLOW = "sleep 0.05", "sleep 0.5"  # a 10x real effect, far beyond any timing noise
+FAST, SLOW = workload("work=0"), workload("work=1000000")  # exact values: 11x less work
 
 
 def start(folder: Path, capsys: pytest.CaptureFixture[str], *policy: str) -> Path:
@@ -139,13 +140,15 @@ def test_a_huge_real_gain_stops_at_the_first_look_with_pass(
 def test_identical_commands_never_pass_and_stop_by_futility_or_the_maximum(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Six A/A rounds; each may PASS with probability at most 2.5% (sequential_t's rate), so
-    three or more PASS would happen by chance with probability about 3e-4."""
+    """Six A/A rounds of the exact workload, each with its own seed (its own draw of noise);
+    each may PASS with probability at most 2.5% (sequential_t's rate), so three or more PASS
+    would be a defect (by chance: about 3e-4)."""
     folder = start(tmp_path / "aa", capsys, *SEQUENTIAL)
     stops = []
-    for _ in range(6):
+    for seed in range(6):
+        same = workload(seed=seed)
         code, out, _ = run_main(
-            round_args(folder, "true", "true", "--until-decided", "--max-repetitions", "12"), capsys
+            round_args(folder, same, same, "--until-decided", "--max-repetitions", "12"), capsys
         )
         assert code == 0, out
     for attempt in sorted(p for p in folder.iterdir() if p.is_dir()):
@@ -198,9 +201,6 @@ def test_an_interrupted_round_says_interrupted_and_keeps_its_looks(
 
 
 # -- the edges (issue 28) -------------------------------------------------------------------------
-WORKLOAD = f"{sys.executable} {Path(__file__).with_name('record_workload.py')}"
-
-
 def test_a_round_that_reaches_its_maximum_with_a_failed_run_says_max(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -211,8 +211,8 @@ def test_a_round_that_reaches_its_maximum_with_a_failed_run_says_max(
     folder = start(tmp_path / "edge", capsys, *SEQUENTIAL)
     args = round_args(
         folder,
-        WORKLOAD,
-        f"{WORKLOAD} work=400000 fail=5:exit",  # slower: the look cannot PASS
+        workload(),
+        workload("work=400000", "fail=5:exit"),  # slower: the look cannot PASS
         "--until-decided",
         "--max-repetitions",
         "6",
@@ -261,7 +261,7 @@ def test_a_round_that_can_never_pass_its_explanation_stops_for_futility(
         mechanism = tmp_path / "up.json"
         mechanism.write_text(json.dumps(MECHANISM_UP))
         extra += ["--mechanism-file", str(mechanism)]
-    args = round_args(folder, f"{WORKLOAD} work=2000000", f"{WORKLOAD} work=200000", *extra)
+    args = round_args(folder, workload("work=2000000"), workload("work=200000"), *extra)
     code, out, _ = run_main(args, capsys)
     assert code == 0, out
     explanation = "contradicted" if declared else "not_declared"

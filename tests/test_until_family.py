@@ -182,7 +182,8 @@ def test_the_recorders_plan_for_a_family_and_its_refusals() -> None:
 
 # -- a real round ----------------------------------------------------------------------------
 HARNESS = """
-import json, random, sys
+import json, os, random, sys
+random.seed(os.environ['EXPLAIN_SIDE'] + os.environ['EXPLAIN_REPETITION'])  # seeded: same draws
 load = random.lognormvariate(0, 0.001)
 benchmarks = [
     {"fullname": f"bench/test_x.py::test_{k}",
