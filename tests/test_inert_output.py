@@ -361,3 +361,62 @@ def test_store_check_shows_a_hostile_file_name_on_one_inert_line(
     assert exc.value.code == 1
     assert runner_commands(out) == []
     assert len(out.splitlines()) == 2  # the problem on one line, then the summary
+
+
+# -- format characters (Unicode category Cf) ------------------------------------------------------
+BIDI = ["test_\u202etsaf_", "zero\u200bwidth", "iso\u2066late\u2069", "tag\U000e0041"]
+"""Names holding format characters: U+202E (right-to-left override) makes `test_<RLO>tsaf_`
+read `test__fast`; a zero-width space, an isolate, a tag character."""
+
+
+def test_every_format_character_of_this_python_is_escaped() -> None:
+    import unicodedata
+
+    import polars as pl
+
+    from pipeline.contract.inert import NEEDS_ESCAPE
+
+    found = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert [c for c in found if printable(c) == c] == []
+    assert printable("test_\u202etsaf_") == "test_\\u202etsaf_"
+    assert printable("tag\U000e0041") == "tag\\U000e0041"
+    assert all(unicodedata.category(c) != "Cf" for c in printable("".join(found)))
+    flagged = pl.Series([f"a{c}b" for c in found]).str.contains(NEEDS_ESCAPE)
+    assert flagged.all()  # the Polars rule flags the same characters
+    assert not pl.Series(["數據", "décodé", "a::b"]).str.contains(NEEDS_ESCAPE).any()
+
+
+def _raw_format(text: str) -> list[str]:
+    import unicodedata
+
+    return sorted({f"U+{ord(c):04X}" for c in text if unicodedata.category(c) == "Cf"})
+
+
+@pytest.mark.slow
+def test_format_characters_reach_no_output_raw(tmp_path: Path) -> None:
+    """Every output of a campaign whose names hold bidirectional controls shows them as escapes:
+    the terminal, CSV, Markdown, JUnit, the job summary, the annotations, the HTML report (JSON
+    keeps the data; its own escapes write them as \\u202e)."""
+    folder = _campaign(tmp_path, BIDI)
+    store = tmp_path / "store"
+    done = _github(["ingest", str(folder.parent), "--store", str(store)], tmp_path / "s.md")
+    assert done.returncode == 1, done.stderr  # the hostile folder name is rejected, as above
+    junit = tmp_path / "verdicts.xml"
+    summary = tmp_path / "summary.md"
+    for fmt in ("table", "csv", "json", "markdown"):
+        args = ["assess", "hostile", "--store", str(store), "--format", fmt]
+        done = _github([*args, "--junit", str(junit)], summary)
+        assert done.returncode == 0, done.stderr
+        assert _raw_format(done.stdout + done.stderr) == [], fmt
+        assert _raw_format(junit.read_text()) == [], fmt
+        assert "test_\\u202etsaf_" in (done.stdout if fmt != "json" else done.stdout.lower())
+    # Markdown's own zero-width joiners (no mention, no link) are the only format characters
+    assert _raw_format(summary.read_text().replace("\u200d", "")) == []
+    assert "test\\_\\\\u202etsaf\\_" in summary.read_text()  # the backslash escaped too
+    page = tmp_path / "report.html"
+    done = _github(["report", "hostile", "--store", str(store), "-o", str(page)], summary)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    assert "test_\\u202etsaf_" in html
+    names = [n for n in BIDI if n in html]
+    assert names == [], names

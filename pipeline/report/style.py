@@ -8,6 +8,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 
+from pipeline.contract.inert import format_escaped
 from pipeline.output import numbers
 
 VERDICT_COLOURS = {"PASS": "#1a7f37", "FAIL": "#cf222e", "INCONCLUSIVE": "#9a6700"}
@@ -51,7 +52,8 @@ EXPLANATION_SYMBOLS = {
 
 
 def esc(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """Free text in the page: format characters escaped (pipeline.contract.inert), then HTML."""
+    return html.escape(format_escaped("" if value is None else str(value)), quote=True)
 
 
 def plot_esc(value: object) -> str:
@@ -59,7 +61,7 @@ def plot_esc(value: object) -> str:
     decodes only &amp; &lt; &gt; (a few other names) and numeric references, not &quot;, so a
     quote is left as it is (it showed as "&quot;"); the figure's JSON is made safe inside its
     <script> by script_json."""
-    return html.escape("" if value is None else str(value), quote=False)
+    return html.escape(format_escaped("" if value is None else str(value)), quote=False)
 
 
 def html_number(value: float | None, digits: int = 4) -> str:
