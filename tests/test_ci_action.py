@@ -301,3 +301,77 @@ def test_every_option_the_action_passes_is_one_of_ab_s() -> None:
     assert passed >= {"--format", "--junit", "-n", "--measure", "--min-improvement-pct"}
     assert passed - PENDING <= accepted
     assert not PENDING & accepted, "ab has it now: drop it from PENDING and from docs/ci.md's note"
+
+
+# -- the ab step's options and outputs, with an explain-pipeline that shows what it was given -----
+ARGV_STUB = """#!/bin/sh
+# stands for explain-pipeline: prints the arguments it got, one per line, and exits $STUB_EXIT
+for a in "$@"; do printf '%s\\n' "$a"; done
+exit "${STUB_EXIT:-0}"
+"""
+
+
+@pytest.fixture
+def stubbed(tmp_path: Path) -> Runner:
+    """A runner whose action environment holds a stub explain-pipeline (no install): the ab
+    step's shell runs for real and the stub writes the argv it received to the summary."""
+    runner = Runner(tmp_path / "workspace", tmp_path / "temp")
+    runner.workspace.mkdir()
+    binary = runner.temp / "explain-pipeline-venv" / "bin" / "explain-pipeline"
+    binary.parent.mkdir(parents=True)
+    binary.write_text(ARGV_STUB)
+    binary.chmod(0o755)
+    return runner
+
+
+def _ab_step(runner: Runner, given: dict[str, str]) -> tuple[int, str, dict[str, str], list[str]]:
+    """Run the ab step; (exit code, what it printed, its outputs, the argv ab received)."""
+    code, printed, written = runner.run_step(action()["runs"]["steps"][1], given)
+    outputs = dict(line.split("=", 1) for line in written.splitlines())
+    summary = runner.workspace / given.get("summary", "explain-pipeline-summary.md")
+    argv = summary.read_text().splitlines() if summary.is_file() else []
+    return code, printed, outputs, argv
+
+
+def test_multi_line_args_pass_every_line(stubbed: Runner) -> None:
+    """`args: |` with one option per line (the natural YAML) passes every option; before, the
+    first line alone reached ab and --fail-on regression was dropped without a word."""
+    given = {"baseline": "sleep 0.1", "candidate": "sleep 0.05"}
+    given["args"] = "--warmup 2\n--fail-on regression\n\n  --until-decided --require-explanation\n"
+    code, printed, outputs, argv = _ab_step(stubbed, given)
+    assert code == 0, printed
+    assert argv[:3] == ["ab", "sleep 0.1", "sleep 0.05"]
+    assert argv[-6:] == [
+        "--warmup",
+        "2",
+        "--fail-on",
+        "regression",
+        "--until-decided",
+        "--require-explanation",
+    ]
+    assert outputs["exit-code"] == "0"
+
+
+def test_the_step_fails_with_ab_s_exit_code(
+    stubbed: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STUB_EXIT", "5")  # the runner's environment passes it to the stub
+    code, _, outputs, argv = _ab_step(stubbed, {"baseline": "a", "candidate": "b"})
+    assert (code, outputs["exit-code"]) == (5, "5")
+    assert argv[:3] == ["ab", "a", "b"]
+
+
+@pytest.mark.parametrize("name", ["summary", "junit"])
+@pytest.mark.parametrize("newline", ["\n", "\r"])
+def test_a_path_with_a_line_break_writes_no_output_line_of_its_own(
+    stubbed: Runner, name: str, newline: str
+) -> None:
+    """A `summary` or `junit` input holding a line break wrote its second line into
+    $GITHUB_OUTPUT (here: an exit-code of 0 for a step that failed); it is refused, exit 2,
+    before ab runs."""
+    given = {"baseline": "a", "candidate": "b", name: f"x.md{newline}exit-code=0"}
+    code, printed, written_outputs, _ = _ab_step(stubbed, given)
+    assert code == 2, printed
+    assert "file paths of one line" in printed
+    assert written_outputs == {"exit-code": "2"}
+    assert not (stubbed.workspace / "x.md").exists()
