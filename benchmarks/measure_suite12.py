@@ -289,10 +289,10 @@ def correlation(x: pl.DataFrame, value: str) -> pl.DataFrame:
 
 def pairs_needed(spreads: pl.DataFrame, size: int = 13) -> pl.DataFrame:
     """Pairs a fixed round needs to call a 10% change of each benchmark at 80% power in a family
-    of ``size`` (plan's own formula: pipeline.study.plan.fixed_pairs, gate and margin 1%)."""
+    of ``size`` (plan's own formula: pipeline.assessment.power.fixed_pairs, gate and margin 1%)."""
     import math
 
-    from pipeline.study.plan import fixed_pairs
+    from pipeline.assessment.power import fixed_pairs
 
     shift = math.log(1.10) - math.log(1.01)
     return spreads.with_columns(

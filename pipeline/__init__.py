@@ -9,12 +9,13 @@ line's ``--help``, import neither Polars nor NumPy nor PyArrow. No subpackage is
 API function (``ingestion/`` and ``assessment/`` hold what ``ingest`` and ``assess`` call), so
 ``pipeline.assess`` is the function whatever was imported before.
 
-Where things go::
+Where things go (each imports only the layers below it: tests/test_layers.py)::
 
     contract/    the one declaration of every document, table, name rule, policy default
     ingestion/   read, check and normalize stored attempts (a fast and a precise engine)
-    store/       partitions, transactions, staleness, integrity
-    assessment/  pairs, intervals (a registry: intervals.METHODS), explanation, verdicts
+    store/       partitions, transactions, integrity
+    assessment/  pairs, intervals (a registry: intervals.METHODS), explanation, verdicts,
+                 power, staleness of stored verdicts
     record/      run commands and write stored attempts (options parsed once: record/options.py)
     importers/   profiler and harness formats (a registry: importers.IMPORTERS)
     study/       simulate, calibrate, plan        report/  the HTML report

@@ -207,7 +207,7 @@ def test_the_registry_is_the_schema_enum() -> None:
 
 
 def test_an_unknown_method_is_refused() -> None:
-    from pipeline.study.plan import critical
+    from pipeline.assessment.power import critical
 
     x = np.log(np.array([[1.01], [1.02], [1.03], [0.99], [1.0]]))
     with pytest.raises(ValueError, match=r"unknown interval method 'bca': expected one of"):

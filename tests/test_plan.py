@@ -13,9 +13,10 @@ from conftest import cli_result as run_main
 from helpers import workload
 from scipy import stats
 
+from pipeline.assessment import stopping
+from pipeline.assessment.power import fixed_pairs, sequential_pairs
 from pipeline.assessment.sequential import Schedule
-from pipeline.record import until
-from pipeline.study.plan import fixed_pairs, plan, sequential_pairs
+from pipeline.study.plan import plan
 
 GATE = math.log(1.01)
 
@@ -205,7 +206,7 @@ def test_plan_prices_every_benchmark_of_a_suite(
     assert "decide regions, 4 members (the metric and every benchmark)" in out
     # its sequential columns price the family's round: looks from 12 every 4, as the recorder
     # runs a round --until-decided of a campaign deciding regions (they priced 6 every 2)
-    every, first = until.FAMILY_LOOK_EVERY, until.FAMILY_FIRST_LOOK
+    every, first = stopping.FAMILY_LOOK_EVERY, stopping.FAMILY_FIRST_LOOK
     assert f"looks every {every} pairs from {first} to 40," in out
     priced = plan(folder, [10.0])
     assert (priced.look_every, priced.first_look) == (every, first)

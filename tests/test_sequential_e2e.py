@@ -197,8 +197,8 @@ def test_rows_of_another_constant_recipe_are_recomputed(
     them again with today's constant; a percentile campaign beside them keeps its rows."""
     from pipeline.assessment import boundary
     from pipeline.assessment.campaigns import assess
+    from pipeline.assessment.staleness import staleness
     from pipeline.ingestion.attempts import ingest
-    from pipeline.store.staleness import staleness
     from pipeline.store.tables import Store
 
     attempts = write_edge_campaign(tmp_path / "attempts")

@@ -15,10 +15,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from pipeline.assessment import family, sequential
+from pipeline.assessment import family, sequential, stopping
 from pipeline.assessment.sequential import Schedule
 from pipeline.cli import main
-from pipeline.record import until
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -107,9 +106,9 @@ def simulate(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rounds of ``suites`` suites (m members: a shared run factor of correlation rho plus each
     member's noise; member 0 ``slower``) looked at as the recorder does for a family
-    (until.plan_for), stopped by the rule of family.stop_reason, vectorized over suites.
+    (stopping.plan_for), stopped by the rule of family.stop_reason, vectorized over suites.
     Returns the intervals at the stop (low, high: suites x m) and the pairs there."""
-    plan = Schedule(until.FAMILY_FIRST_LOOK, until.FAMILY_LOOK_EVERY, 40)
+    plan = Schedule(stopping.FAMILY_FIRST_LOOK, stopping.FAMILY_LOOK_EVERY, 40)
     rng = np.random.default_rng(seed)
     x = rng.normal(0, spread * math.sqrt(rho), (40, suites, 1)) + rng.normal(
         0, spread * math.sqrt(1 - rho), (40, suites, m)
@@ -165,15 +164,15 @@ def test_a_steady_benchmark_10_percent_slower_is_found_within_40_pairs() -> None
 
 
 def test_the_recorders_plan_for_a_family_and_its_refusals() -> None:
-    plan = until.plan_for({"decide": "regions"}, 40)
+    plan = stopping.plan_for({"decide": "regions"}, 40)
     assert plan.looks == (12, 16, 20, 24, 28, 32, 36, 40)
-    assert until.plan_for({}, 40).looks[:2] == (6, 8)  # the metric's plan is unchanged
-    bigger = until.plan_for({"decide": "regions", "min_pairs": 15}, 40)
+    assert stopping.plan_for({}, 40).looks[:2] == (6, 8)  # the metric's plan is unchanged
+    bigger = stopping.plan_for({"decide": "regions", "min_pairs": 15}, 40)
     assert bigger.looks[0] == 16
     from pipeline.errors import UsageError
 
     with pytest.raises(UsageError, match="at least the first look, 12 repetitions"):
-        until.plan_for({"decide": "regions"}, 10)
+        stopping.plan_for({"decide": "regions"}, 10)
     # the boundary these looks give is far nearer the fixed-n Bonferroni constant
     fixed = stats.t.ppf(1 - 0.05 / 24, 39)
     assert plan.boundary(1 - 0.05 / 12) - fixed < 1.0

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.atomic import write_atomic
+
 SIMULATIONS = 10**6  # a million sequences (no relation to the policy's bound on resamples)
 BOUNDARY_SEED = 0
 DECIMALS = 6
@@ -47,6 +49,13 @@ TABLE_PLANS = tuple((6, 2, n) for n in range(8, 101, 2))
 """The shipped plans: looks every 2 pairs from 6 (the first look of the default min_pairs) to
 every even maximum up to 100."""
 Key = tuple[int, int, int, float]
+
+
+def plan_looks(first_look: int, look_every: int, max_pairs: int) -> tuple[int, ...]:
+    """Pairs at each look of a plan: ``first_look + j * look_every`` below ``max_pairs``, then
+    ``max_pairs``; one look when ``first_look >= max_pairs`` (``sequential.Schedule.looks``, whose
+    fields are checked against the contract's bounds, reads them here)."""
+    return (*range(first_look, max_pairs, look_every), max_pairs)
 
 
 def maxima(looks: Sequence[int], simulations: int = SIMULATIONS) -> np.ndarray:
@@ -108,12 +117,9 @@ def shipped() -> dict[str, float]:
 
 def write_table(plans: Sequence[tuple[int, int, int]], confidences: Sequence[float]) -> None:
     """Compute every plan at every confidence with the recipe and write the shipped table."""
-    from pipeline.assessment.sequential import schedule
-    from pipeline.atomic import write_atomic
-
     constants = []
     for plan in plans:
-        largest = maxima(schedule(*plan))
+        largest = maxima(plan_looks(*plan))
         for confidence in confidences:
             constants.append([_key_text((*plan, confidence)), quantile(largest, confidence)])
         print(f"{plan}: {constants[-len(confidences) :]}", file=sys.stderr, flush=True)
@@ -159,8 +165,6 @@ def cached(key: Key, looks: Sequence[int]) -> float | None:
 def remember(key: Key, value: float) -> None:
     """Add a computed constant to the cache (best effort: a cache that cannot be written only
     costs the computation again)."""
-    from pipeline.atomic import write_atomic
-
     path = cache_file()
     if path is None:
         return

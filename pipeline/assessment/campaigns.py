@@ -16,11 +16,12 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from pipeline.assessment import (
+    accounting,
     chance,
     explain,
     family,
@@ -31,6 +32,7 @@ from pipeline.assessment import (
 )
 from pipeline.assessment.gate import Gate, decide_gate, metric_member
 from pipeline.assessment.quantities import ATTEMPT
+from pipeline.assessment.staleness import boundary_recipe, staleness
 from pipeline.contract.declare import spec
 from pipeline.contract.policy import (
     ADDED_AFTER_V1,
@@ -42,11 +44,7 @@ from pipeline.contract.policy import (
 from pipeline.contract.schemas import OUTPUT_TABLES, table, tables
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, PolicyError, StoreError, UsageError
-from pipeline.store.staleness import boundary_recipe, staleness
 from pipeline.store.tables import Store, Transaction, known_campaigns
-
-if TYPE_CHECKING:
-    from pipeline.assessment.accounting import Account
 
 DEFAULT_BATCH = 2000
 """Attempts computed together: ~640k breakdown rows at 10 repetitions x 4 steps x 4 regions;
@@ -106,14 +104,12 @@ class AssessResult:
     """The assessed campaigns' rows of table ``attempts``."""
 
     @cached_property
-    def accounts(self) -> dict[str, Account]:
+    def accounts(self) -> dict[str, accounting.Account]:
         """Each assessed campaign's accounting (pipeline.assessment.accounting), computed when a
         format asks for it: JSON and CSV never pay for it."""
-        from pipeline.assessment.accounting import accounts
-
         if self.policies is None or self.attempts is None:
             return {}
-        return accounts(self.policies, self.attempts, self.assessments)
+        return accounting.accounts(self.policies, self.attempts, self.assessments)
 
     @property
     def exit_code(self) -> ExitCode:

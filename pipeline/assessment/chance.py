@@ -13,10 +13,10 @@ the pairs of the round) and on the machine's noise, measured on the campaign's o
 Paired rule, a fixed round of ``n`` pairs: identical code has a true mean log-ratio of 0, so the
 statistic ``(m - ln g) / (s / sqrt(n))`` is noncentral t with ``n - 1`` degrees of freedom and
 noncentrality ``-ln(g) sqrt(n) / spread`` (normal log-ratios), and the round PASSes when it
-reaches ``k(n)`` (``pipeline.study.plan.critical``: ``t_{n-1}(1 - a/2)``, or the percentile
+reaches ``k(n)`` (``pipeline.assessment.power.critical``: ``t_{n-1}(1 - a/2)``, or the percentile
 interval's ``z sqrt((n-1)/n)``). Gate 0 gives ``a/2`` exactly for the t methods; a gate lowers
 it. A round stopped when decided (``--until-decided``) is the plan's simulation of that rule at a
-true gain of 0 (``plan.sequential_pairs``).
+true gain of 0 (``power.sequential_pairs``).
 
 Median rule: no closed form. Runs are modelled as ``ln y = a_r + e``: a per-repetition term
 shared by both sides (variance ``side_spread^2 - spread^2 / 2``, at least 0) and a per-run term
@@ -36,6 +36,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from pipeline.assessment.power import critical, sequential_pairs
+from pipeline.assessment.quantities import _group_sum
 from pipeline.assessment.sequential import Schedule
 
 ATTEMPT = ["campaign_id", "attempt_id"]
@@ -51,8 +53,6 @@ SEED = 0
 def _variances(frame: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
     """Per group of ``keys``: ``n`` and the variance (ddof 1) of column ``y``, from sums added
     in sorted order (``quantities._group_sum``), so the bits do not depend on the batch."""
-    from pipeline.assessment.quantities import _group_sum
-
     counts = frame.group_by(keys).agg(pl.len().alias("n"))
     means = _group_sum(frame, keys, total=pl.col("y")).join(counts, on=keys)
     means = means.select(*keys, "n", (pl.col("total") / pl.col("n")).alias("mean"))
@@ -104,8 +104,6 @@ def paired_rates(
     (module docstring); 0 where ``n < 2``."""
     from scipy.special import nctdtr, ndtr  # not scipy.stats: 0.5 s of every assess's start-up
 
-    from pipeline.study.plan import critical
-
     pairs = np.asarray(n, dtype=np.float64)
     sd = np.broadcast_to(np.asarray(spread, dtype=np.float64), pairs.shape)
     usable = (pairs >= 2) & (sd > 0) & np.isfinite(sd)
@@ -124,8 +122,6 @@ def paired_rates(
 def sequential_rate(spread: float, *, gate_pct: float, plan: Schedule, confidence: float) -> float:
     """P(PASS) of a round stopped when decided (``round --until-decided``) when the code is
     identical: the plan's simulation of that round's rules at a true gain of 0."""
-    from pipeline.study.plan import sequential_pairs
-
     if not (spread > 0 and math.isfinite(spread)):
         return 0.0
     rng = np.random.Generator(np.random.PCG64(SEED))

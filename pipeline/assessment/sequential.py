@@ -85,7 +85,7 @@ class Schedule:
     @property
     def looks(self) -> tuple[int, ...]:
         """Pairs at each planned look."""
-        return (*range(self.first_look, self.max_pairs, self.look_every), self.max_pairs)
+        return _boundary.plan_looks(self.first_look, self.look_every, self.max_pairs)
 
     def boundary(self, confidence: float) -> float:
         """The constant ``c`` of these looks (``boundary``)."""

@@ -509,7 +509,8 @@ def _sequential_head(result: Plan) -> list[str]:
 @render.register(Plan)
 def plan(result: Plan) -> str:
     """`plan`: one line per quantity and gain (decide regions: per member and change)."""
-    from pipeline.study.plan import LIMIT, POWERS
+    from pipeline.assessment.power import LIMIT
+    from pipeline.study.plan import POWERS
 
     labels = [
         r.spread.quantity

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.assessment import stopping
 from pipeline.atomic import create_atomic, dump_json
 from pipeline.contract.declare import schema_id
 from pipeline.contract.layout import CAMPAIGN_FILE, id_rule, valid_id
 from pipeline.contract.policy import policy_sha256, with_defaults
 from pipeline.errors import ExplainError, UsageError
 from pipeline.ingestion.validate import validate_document
-from pipeline.record import until
 from pipeline.record.options import RunOptions, ab_policy
 from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
 from pipeline.record.runner import now, timestamp
@@ -164,7 +164,7 @@ def ab(
     suite = run.measure.suite is not None
     policy = ab_policy(policy, until_decided=run.until_decided, suite=suite)
     if run.until_decided:  # refused before any folder is made
-        until.check_campaign(policy, "ab's campaign would freeze")
+        stopping.check_campaign(policy, "ab's campaign would freeze")
     scratch = None
     if keep is None:
         scratch = Path(tempfile.mkdtemp(prefix="explain-ab-"))

@@ -43,7 +43,7 @@ class RunOptions:
     until_decided: bool = False
     max_repetitions: int | None = None
     """With until_decided, not repetitions; None: SCHEDULE_DEFAULTS' max_pairs, or the first look
-    when the campaign's min_pairs is larger (until.plan_for)."""
+    when the campaign's min_pairs is larger (stopping.plan_for)."""
 
 
 AB_POLICY: dict[str, Any] = {"decision": "paired", "interval": "student_t"}

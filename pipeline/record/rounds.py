@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from pipeline.assessment import stopping
 from pipeline.assessment.sequential import Schedule
 from pipeline.atomic import LineAppender, dump_json, write_atomic
 from pipeline.contract.declare import schema_id
@@ -571,7 +572,7 @@ def record_round(
     if plan is None:
         slots = schedule(run.repetitions, seed)
     else:
-        slots = block_schedule(plan.max_pairs // until.BLOCK, seed)
+        slots = block_schedule(plan.max_pairs // stopping.BLOCK, seed)
         started = until.sequential_object(plan, [], "interrupted")
         extra |= {"sequential_sha256": sequential_sha256(started), "sequential": started}
     attempt = _create(request, attempt_id, number, seed, mechanism, extra)
@@ -642,8 +643,8 @@ def _plan(request: RoundRequest, campaign: Document) -> Schedule | None:
     if not request.run.until_decided:
         return None
     source = f"{request.campaign_dir / 'campaign.json'} freezes"
-    until.check_campaign(campaign.data["policy"], source)
-    return until.plan_for(campaign.data["policy"], request.run.max_repetitions)
+    stopping.check_campaign(campaign.data["policy"], source)
+    return stopping.plan_for(campaign.data["policy"], request.run.max_repetitions)
 
 
 def _beside(bar: tqdm, warn: Callable[[str], None]) -> Callable[[str], None]:

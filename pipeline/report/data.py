@@ -11,10 +11,10 @@ import polars as pl
 
 from pipeline.assessment.accounting import Account, account
 from pipeline.assessment.quantities import metric_ratio, pairs
+from pipeline.assessment.staleness import staleness
 from pipeline.contract.policy import PolicyValue, policy_text
 from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
-from pipeline.store.staleness import staleness
 from pipeline.store.tables import Store, known_campaigns
 
 # Columns of the verdict table: the `assessments` columns (bookkeeping digests left out).

@@ -1,1 +1,1 @@
-"""The store: Parquet tables, all-or-nothing writes, staleness, integrity and SQL over them."""
+"""The store: Parquet tables, all-or-nothing writes, integrity and SQL over them."""

@@ -45,17 +45,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.assessment.sequential import Schedule
+from pipeline.assessment import stopping
+from pipeline.assessment.power import fixed_pairs, sequential_pairs
 from pipeline.contract.declare import POLICY_DEFAULTS
 from pipeline.errors import UsageError
 
 EFFECTS_PCT = (2.0, 5.0, 10.0)
 POWERS = (0.8, 0.9)
-SIMULATIONS = 2000
-"""Simulated rounds per cell of the sequential columns (power to about +-1 point)."""
 SEED = 0
-LIMIT = 100_000
-"""Pairs beyond which plan says ``never``: no round of that size will be run."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ class Plan:
     and the declared quantities, each at its own confidence."""
     margin_pct: float | None = None
     look_every: int = 2
-    """Pairs between looks of a round --until-decided (until.plan_for: 4 deciding regions)."""
+    """Pairs between looks of a round --until-decided (stopping.plan_for: 4 deciding regions)."""
 
 
 # -- the spread measured so far ---------------------------------------------------------------
@@ -187,113 +184,6 @@ def _pooled(pairs: pl.DataFrame, expectations: pl.DataFrame) -> list[Spread]:
     return _spreads(per.sort(rank, "name"))
 
 
-# -- fixed rounds -----------------------------------------------------------------------------
-def critical(
-    n: np.ndarray, method: str, confidence: float, family_size: int | None = None
-) -> np.ndarray:
-    """``k(n)``: the statistic a fixed round with ``n`` pairs must reach (module docstring),
-    as the interval method's registry entry gives it; with a ``family_size``, the Bonferroni
-    Student-t constant of a member of that family (contract §15)."""
-    if family_size is not None:
-        from scipy.special import stdtrit  # = scipy.stats.t.ppf, without scipy.stats' import
-
-        level = (1.0 - confidence) / (2 * family_size)
-        return np.asarray(stdtrit(np.asarray(n) - 1, 1 - level), dtype=np.float64)
-    from pipeline.assessment.intervals import interval_method
-
-    return interval_method(method).critical(np.asarray(n, dtype=np.float64), confidence)
-
-
-def fixed_power(
-    n: np.ndarray,
-    shift: float,
-    sd: float,
-    method: str,
-    confidence: float,
-    family_size: int | None = None,
-) -> np.ndarray:
-    """Power of a fixed round of ``n`` pairs when the true mean log-ratio exceeds the gate by
-    ``shift`` (noncentral t); ``family_size``: of a member of that family (decide regions)."""
-    from scipy import stats
-
-    n = np.asarray(n, dtype=np.float64)
-    if sd == 0:
-        return np.where(shift > 0, 1.0, 0.0) * np.ones_like(n)
-    ncp = shift * np.sqrt(n) / sd
-    k = critical(n, method, confidence, family_size)
-    power = np.asarray(stats.nct.sf(k, n - 1, ncp), dtype=np.float64)
-    # scipy's noncentral t gives NaN for a huge ncp (a spread of rounding noise, ~1e-17): there
-    # the normal approximation is exact to the printed digits
-    return np.where(np.isnan(power), stats.norm.sf(k - ncp), power)
-
-
-def fixed_pairs(
-    shift: float,
-    sd: float,
-    power: float,
-    method: str,
-    confidence: float,
-    min_pairs: int,
-    family_size: int | None = None,
-) -> int | None:
-    """Smallest n >= min_pairs whose power reaches ``power``; None when the gain does not
-    exceed the gate (no n will do) or more than LIMIT pairs would be needed. ``family_size``:
-    a member of a family of that size (its level is alpha / m, so it needs more pairs)."""
-    from scipy import stats
-
-    if shift <= 0:
-        return None
-    if sd == 0:
-        return min_pairs
-    level = (1 - confidence) / (family_size or 1)
-    z = stats.norm.ppf(1 - level / 2) + stats.norm.ppf(power)
-    guess = (z * sd / shift) ** 2  # the normal approximation: the t needs a few pairs more
-    low = max(min_pairs, int(guess * 0.8) - 2)
-    if low > LIMIT:
-        return None
-    grid = np.arange(low, int(guess * 1.5) + 20)
-    hit = np.flatnonzero(fixed_power(grid, shift, sd, method, confidence, family_size) >= power)
-    return int(grid[hit[0]]) if hit.size else None
-
-
-# -- sequential rounds ------------------------------------------------------------------------
-def sequential_pairs(
-    shift_gain: float,
-    gate: float,
-    sd: float,
-    *,
-    plan: Schedule,
-    confidence: float,
-    rng: np.random.Generator,
-) -> tuple[float, float, float]:
-    """Power, mean pairs and 90th percentile of pairs of ``round --until-decided`` when the
-    true mean log-ratio is ``shift_gain`` and the gate (a ratio) ``gate``: SIMULATIONS rounds of
-    normal log-ratios stopped by the round's rules."""
-    from pipeline.assessment import sequential
-
-    looks, c = np.array(plan.looks), plan.boundary(confidence)
-    x = rng.normal(shift_gain, sd, size=(SIMULATIONS, plan.max_pairs))
-    sums, squares = np.cumsum(x, axis=1)[:, looks - 1], np.cumsum(x * x, axis=1)[:, looks - 1]
-    mean = sums / looks
-    s = np.sqrt(np.maximum(squares - sums * mean, 0.0) / (looks - 1))
-    passed = mean - c * s / np.sqrt(looks) >= math.log(max(gate, 1.0))
-    if gate <= 1.0:  # a region or counter: its direction needs low > 1, strictly
-        passed &= mean - c * s / np.sqrt(looks) > 0
-    stop = passed.copy()
-    stop[:, -1] = True
-    running = np.ones(SIMULATIONS, dtype=bool)
-    for k, n in enumerate(looks[:-1]):  # a loop over the looks only: each asks every round
-        ask = running & ~passed[:, k]
-        stop[ask, k] = sequential.futile_mask(
-            n, mean[ask, k], s[ask, k], gate=gate, plan=plan, confidence=confidence
-        )  # the round's own rule, asked only of the rounds still running at each look
-        running &= ~stop[:, k]
-    first = stop.argmax(axis=1)
-    used = looks[first]
-    won = passed[np.arange(SIMULATIONS), first]
-    return float(won.mean()), float(used.mean()), float(np.quantile(used, 0.9))
-
-
 # -- the plan ---------------------------------------------------------------------------------
 def plan(
     folder: Path,
@@ -303,9 +193,7 @@ def plan(
     sequential_columns: bool = True,
 ) -> Plan:
     """The plan of the campaign in ``folder`` (see the module docstring). ``max_pairs`` is the
-    --until-decided maximum to simulate (None: as ``until.plan_for`` chooses it)."""
-    from pipeline.record import until
-
+    --until-decided maximum to simulate (None: as ``stopping.plan_for`` chooses it)."""
     policy, spreads = measured_spreads(folder)
     if not spreads:
         raise UsageError(
@@ -314,7 +202,7 @@ def plan(
         )
     method, confidence = str(policy["interval"]), float(policy["confidence"])
     gate_pct, min_pairs = float(policy["min_improvement_pct"]), int(policy["min_pairs"])
-    rounds = until.plan_for(policy, max_pairs)  # deciding regions: the family's looks
+    rounds = stopping.plan_for(policy, max_pairs)  # deciding regions: the family's looks
     rng = np.random.Generator(np.random.PCG64(SEED))
     family_size = len(spreads) if decides_regions(policy) else None
     margin_pct = float(policy.get("margin_pct") or 1.0) if family_size else None
@@ -357,10 +245,8 @@ def _refusal(policy: dict) -> str | None:
     The sequential columns are then what such a round would cost in a campaign frozen for it
     (or `ab --until-decided`), and the plan says so rather than suggest this campaign's rounds
     can stop early."""
-    from pipeline.record import until
-
     try:
-        until.check_campaign(policy, "this campaign freezes")
+        stopping.check_campaign(policy, "this campaign freezes")
     except UsageError as refused:
         return str(refused)
     return None

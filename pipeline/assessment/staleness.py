@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipeline.assessment import boundary
+
 ATTEMPT = ["campaign_id", "attempt_id"]
 
 
 def boundary_recipe() -> pl.Expr:
     """Over a campaigns frame: the sequential_t recipe its rows are computed with (null unless
     its interval is sequential_t)."""
-    from pipeline.assessment.boundary import RECIPE
-
     sequential_t = pl.col("interval").fill_null("percentile") == "sequential_t"
-    return pl.when(sequential_t).then(pl.lit(RECIPE)).alias("boundary_recipe")
+    return pl.when(sequential_t).then(pl.lit(boundary.RECIPE)).alias("boundary_recipe")
 
 
 def staleness(
