@@ -15,6 +15,7 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.assessment import boundary
+from pipeline.contract.policy import POLICY_DEFAULTS
 
 ATTEMPT = ["campaign_id", "attempt_id"]
 
@@ -22,7 +23,7 @@ ATTEMPT = ["campaign_id", "attempt_id"]
 def boundary_recipe() -> pl.Expr:
     """Over a campaigns frame: the sequential_t recipe its rows are computed with (null unless
     its interval is sequential_t)."""
-    sequential_t = pl.col("interval").fill_null("percentile") == "sequential_t"
+    sequential_t = pl.col("interval").fill_null(POLICY_DEFAULTS["interval"]) == "sequential_t"
     return pl.when(sequential_t).then(pl.lit(boundary.RECIPE)).alias("boundary_recipe")
 
 

@@ -8,6 +8,6 @@
     layout.py    the stored-attempt layout: file names, the id rule and its message
     files.py     reading input files safely: regular files only, under a size limit
 
-ingest/, record/, assess/, study/, importers/ and the CLI import the contract from here; a rule
-changes in the schema file and every path follows.
+ingestion/, record/, assessment/, study/, importers/ and the CLI import the contract from here;
+a rule changes in the schema file and every path follows.
 """

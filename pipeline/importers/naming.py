@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 
 class C:
     """Counter and region names the importers emit; ``--rename old=new`` changes any of them."""
@@ -48,9 +46,3 @@ GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaun
 SYNC_SUFFIX = "Synchronize"  # cudaDeviceSynchronize, cuStreamSynchronize, hipEventSynchronize…
 API_SUFFIX = r"(_v\d+|_ptsz|_ptds)+$"
 """Version and per-thread-stream suffixes of API names in nsys (``cudaLaunchKernel_v7000``)."""
-
-_API_SUFFIX = re.compile(API_SUFFIX)
-
-
-def api_base(name: str) -> str:
-    return _API_SUFFIX.sub("", name.strip())

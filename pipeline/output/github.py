@@ -4,19 +4,12 @@ workflow commands with GitHub's escaping."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-
 from pipeline.assessment.campaigns import AssessResult, gated_attempt
 from pipeline.output import views
 
 SUMMARY_LIMIT = 1024 * 1024
 """Bytes GitHub accepts in one step's job summary; a larger summary is not appended (a warning
 says so): a truncated table would be misread."""
-
-
-def in_github_actions(environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get("GITHUB_ACTIONS") == "true"
 
 
 def _escape_data(text: str) -> str:

@@ -19,7 +19,7 @@ from the command line). A new option of ``round`` and ``ab`` is:
 An option of ``ab`` alone that changes its policy (e.g. a gate) is a key of the ``policy`` ab
 takes, its default in ``AB_POLICY`` when it differs from the contract's; an option of ``round``
 alone is a field of ``RoundRequest``. The plan of looks of ``--until-decided`` is one
-``assess.sequential.Schedule`` (first_look, look_every, max_pairs), its defaults declared in
+``assessment.sequential.Schedule`` (first_look, look_every, max_pairs), its defaults declared in
 attempt.schema.json.
 """
 

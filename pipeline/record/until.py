@@ -3,22 +3,23 @@
 A round runs blocks of two repetitions, one baseline-first and one candidate-first (which of the
 two is drawn from the order seed: ``order.block_schedule``). From the first planned look on,
 after every block the round so far is assessed in memory with the campaign's frozen policy,
-exactly as ``assess`` would assess it (``ingest.attempts.attempt_tables`` then
-``assess.campaigns.assess_tables``), and the round stops:
+exactly as ``assess`` would assess it (``ingestion.attempts.attempt_tables`` then
+``assessment.campaigns.assess_tables``), and the round stops:
 
 - ``pass``: the verdict is PASS (with ``require_explanation`` that already needs ``explained``);
 - ``max``: the maximum number of repetitions is reached (also when failed runs left fewer pairs
   than repetitions: the round has run all it may);
-- ``futility``: PASS is out of reach: ``assess.sequential.futile`` on the metric's log-ratios
+- ``futility``: PASS is out of reach: ``assessment.sequential.futile`` on the metric's log-ratios
   (none while the metric has no ``sequential_t`` interval: too few pairs, or a vanished candidate
   whose +inf pairs take another method), or, with ``require_explanation``, an explanation that
   cannot become ``explained`` (``unexplainable``). Either only ever stops without PASS, so it
   cannot raise the false-PASS rate.
 
 A campaign that decides regions (contract §15) stops instead on its benchmarks
-(``assess.family.stop_reason``): ``decided`` when every benchmark and the metric is improved,
+(``assessment.family.stop_reason``): ``decided`` when every benchmark and the metric is improved,
 regressed or unchanged, ``futility`` when none of the undecided ones can be decided by the
-maximum; its looks are FAMILY_FIRST_LOOK, then every FAMILY_LOOK_EVERY pairs.
+maximum; its looks are FAMILY_FIRST_LOOK, then every FAMILY_LOOK_EVERY pairs
+(``assessment.stopping``: the plan of looks and which policies may stop early).
 
 Only a campaign that freezes ``decision: paired`` and ``interval: sequential_t`` may do this:
 looking after every block at a fixed-n interval and stopping at its first PASS passes far more

@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.assessment.accounting import Account, account
 from pipeline.assessment.quantities import metric_ratio, pairs
 from pipeline.assessment.staleness import staleness
-from pipeline.contract.policy import PolicyValue, policy_text
+from pipeline.contract.policy import POLICY_DEFAULTS, PolicyValue, policy_text
 from pipeline.contract.schemas import BOOKKEEPING_COLUMNS, OUTPUT_TABLES, table
 from pipeline.errors import UsageError
 from pipeline.store.tables import Store, known_campaigns
@@ -156,8 +156,8 @@ def campaign_account(
     campaign: Mapping[str, Any], attempts: pl.DataFrame, assessments: pl.DataFrame
 ) -> Account:
     """The stored verdicts' accounting (a campaign ingested before ``interval`` existed uses
-    the percentile interval, as assess does)."""
-    policy = {**campaign, "interval": campaign.get("interval") or "percentile"}
+    the policy's default interval, as assess does)."""
+    policy = {**campaign, "interval": campaign.get("interval") or POLICY_DEFAULTS["interval"]}
     return account(policy, attempts, assessments)
 
 

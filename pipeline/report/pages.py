@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 from plotly.offline import get_plotlyjs
 
-from pipeline.contract.policy import POLICY_FIELDS
+from pipeline.contract.policy import POLICY_DEFAULTS, POLICY_FIELDS
 from pipeline.output.numbers import HTML, SUMMARY, fmt_paired
 from pipeline.output.views import (
     about,
@@ -51,6 +51,9 @@ from pipeline.version import __version__
 
 TEMPLATE = Path(__file__).with_name("template.html")
 NAV_ATTEMPTS = 24  # attempts linked from the sticky navigation bar; more would bury the page
+
+DEFAULT = POLICY_DEFAULTS["interval"]
+"""The interval of a campaign stored before the policy had one (read as the default)."""
 
 
 def badge(text: object, colour: str | None, *, outline: bool = False) -> str:
@@ -758,7 +761,7 @@ def render_campaign(
         + sections
         + attempts_html(data)
         + "</main>"
-        + footer_html(data.campaign["metric_better"], data.campaign.get("interval") or "percentile")
+        + footer_html(data.campaign["metric_better"], data.campaign.get("interval") or DEFAULT)
     )
     title = f"{data.campaign_id} · explain-pipeline report"
     return page(title, body, with_plots=not data.blocked, plotly_src=plotly_src)

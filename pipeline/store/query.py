@@ -173,16 +173,3 @@ def render(frame: pl.DataFrame, fmt: OutputFormat) -> str:
         with pl.Config(tbl_rows=-1, tbl_cols=-1, fmt_str_lengths=10_000, tbl_width_chars=10_000):
             return f"{frame}\n"
     raise UsageError("--format parquet needs --output FILE (Parquet is binary)")
-
-
-def write_result(frame: pl.DataFrame, fmt: OutputFormat, output: Path | None) -> str | None:
-    """Write to ``output`` (returns None) or return the text for stdout."""
-    if fmt == "parquet" and output is not None:
-        frame.write_parquet(output)
-        return None
-    text = render(frame, fmt)
-    if output is None:
-        return text
-    with open(output, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-    return None

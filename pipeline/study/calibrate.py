@@ -44,6 +44,7 @@ from tqdm import tqdm
 from pipeline.assessment import sequential
 from pipeline.assessment.campaigns import assess
 from pipeline.assessment.intervals import Method, method_intervals
+from pipeline.contract.policy import POLICY_DEFAULTS
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.store.tables import Store
 from pipeline.study import estimate
@@ -63,6 +64,9 @@ from pipeline.study.simulate import (
 METHODS: tuple[Method, ...] = sequential.FIXED_N
 """The fixed-n methods this study compares. Without a schedule of looks ``sequential_t`` is
 ``student_t`` exactly; under early stopping it is measured by the sequential study."""
+FROZEN: Method = POLICY_DEFAULTS["interval"]
+"""The interval the simulated campaigns freeze (their policy leaves it at the default): the
+pass that assesses every campaign."""
 Format = Literal["table", "json", "csv"]
 CoverageSource = Literal["assess", "intervals"]
 DEFAULT_ATTEMPTS = 2000
@@ -195,11 +199,11 @@ def _write(store: Store, cid: str, tables: dict[str, pl.DataFrame]) -> None:
 def _tally(
     store: Store, plan: pl.DataFrame, method: Method, model: Model, attempts: int
 ) -> pl.DataFrame:
-    """Counts per campaign under one interval method. The percentile method (the frozen policy)
+    """Counts per campaign under one interval method. The frozen policy's (FROZEN, percentile)
     assesses every campaign; the others only the A/A and gain campaigns with an interval."""
     wanted = plan
     what_if = None
-    if method != "percentile":
+    if method != FROZEN:
         wanted = plan.filter(
             (pl.col("scenario") != "elsewhere") & (pl.col("repetitions") >= model.min_pairs)
         )
@@ -278,7 +282,7 @@ def _rates(tallies: pl.DataFrame, plan: pl.DataFrame, *, attempts: int, seed: in
     """One row per (noise, repetitions, method). Counts that do not depend on the method (the
     median rule, the explained fraction, and everything where no interval exists) come from
     the percentile pass."""
-    base = tallies.filter(pl.col("method") == "percentile").drop("method")
+    base = tallies.filter(pl.col("method") == FROZEN).drop("method")
     methods = pl.DataFrame({"method": list(METHODS)})
     full = (
         plan.join(methods, how="cross")
@@ -442,7 +446,7 @@ def _table(result: Calibration) -> str:
             + ", ".join(
                 f"{r['repetitions']} reps A/A PASS {_pct(r['aa_median_false_pass'])} "
                 f"gain PASS {_pct(r['gain_median_pass'])}"
-                for r in rows.filter(pl.col("method") == "percentile").iter_rows(named=True)
+                for r in rows.filter(pl.col("method") == FROZEN).iter_rows(named=True)
             ),
             _HEAD,
         ]

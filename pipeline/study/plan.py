@@ -21,8 +21,9 @@ power.
 
 Sequential (``round --until-decided``, its plan: looks every 2 pairs from 6 up to a maximum):
 a small simulation of normal log-ratios with that spread and gain, stopped by the round's own
-rules (``assess.sequential``'s boundary for PASS, its ``futile`` for futility, else the maximum),
-gives the power at that maximum and the pairs used: mean and 90th percentile.
+rules (``assessment.sequential``'s boundary for PASS, its ``futile`` for futility, else the
+maximum), gives the power at that maximum and the pairs used: mean and 90th percentile
+(``assessment.power``, which the campaign's accounting shares).
 
 A campaign that decides every benchmark (``decide: regions``) prices every member of the
 family instead: the metric and every raw region (each benchmark), ``m`` of them. A member is
