@@ -355,6 +355,14 @@ confirm_run_options = option_group(
     metavar="CMD",
     help="--confirm: the candidate's command, when the campaign did not record it.",
 )
+@click.option(
+    "--trust-recorded-commands",
+    "trust_recorded",
+    is_flag=True,
+    default=False,
+    help="--confirm: run the recorded commands although another host or user recorded them "
+    "(read them first: a received campaign folder can hold any command).",
+)
 @confirm_run_options
 def final_command(
     folder: Path,
@@ -365,6 +373,7 @@ def final_command(
     attempt: str | None,
     baseline_cmd: str | None,
     candidate_cmd: str | None,
+    trust_recorded: bool,
     run: RunOptions,
 ) -> int:
     """Ingest the campaign in FOLDER, assess it, print the verdict table, the campaign's
@@ -374,7 +383,9 @@ def final_command(
     With --confirm, first record a confirmation round: a fresh round of the campaign's first
     baseline against its pick (the best attempt; in a chained campaign, where a round's
     baseline is an earlier candidate, the chain's last adopted step), each side's recorded
-    command run in its recorded folder, under the frozen policy; its interval is reported as
+    command run in its recorded folder, under the frozen policy (both are shown before the
+    first run; commands recorded on another host or by another user are refused without
+    --trust-recorded-commands); its interval is reported as
     the campaign's gain, beside the pick's selected estimate (the largest of several noisy
     ones, which leans high). The run options of `round` apply to it (-n,
     --until-decided, ...). A pick is confirmed once. Attempts that ingest rejected are named
@@ -397,7 +408,9 @@ def final_command(
     if confirm:
         from pipeline.record.confirm import ConfirmRequest, confirm_campaign
 
-        request = ConfirmRequest(folder, run, attempt, baseline_cmd, candidate_cmd)
+        request = ConfirmRequest(
+            folder, run, attempt, baseline_cmd, candidate_cmd, trust_recorded=trust_recorded
+        )
         final = confirm_campaign(request, store, progress=sys.stderr.isatty(), warn=_warn)
     else:
         _without_confirm()

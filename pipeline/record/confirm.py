@@ -14,6 +14,12 @@ measured again too.
 
 A target that already has a completed confirmation is refused: measuring again until a
 confirmation looks good would be the search over again.
+
+A recorded command is whatever attempt.json says, and a campaign folder may come from elsewhere
+(a CI artifact, a colleague's tarball): before anything runs both commands and their folders are
+shown, and commands recorded on another host or by another user (attempt.json's
+``environment``), or where the attempt does not say, are refused unless the caller trusts them
+(``trust_recorded``, ``--trust-recorded-commands``).
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.contract.inert import inert
 from pipeline.contract.layout import MECHANISM_FILE
 from pipeline.errors import ExitCode, ExplainError, UsageError
+from pipeline.record import environment
 from pipeline.record.options import RunOptions
 from pipeline.record.order import Side
 
@@ -42,20 +50,35 @@ if TYPE_CHECKING:
 class ConfirmRequest:
     """What ``campaign final --confirm`` is asked to do. ``attempt``: the attempt to confirm
     (default: the accounting's target); ``baseline_cmd``/``candidate_cmd``: the commands when
-    the campaign did not record them (they then run in the current folder)."""
+    the campaign did not record them (they then run in the current folder);
+    ``trust_recorded``: run recorded commands although another host or user recorded them."""
 
     campaign_dir: Path
     run: RunOptions = RunOptions()
     attempt: str | None = None
     baseline_cmd: str | None = None
     candidate_cmd: str | None = None
+    trust_recorded: bool = False
+
+
+TRUST_OPTION = "--trust-recorded-commands"
 
 
 @dataclass(frozen=True)
 class _Side:
+    side: Side
     label: str
     command: str
     cwd: Path | None  # None: the recorder's folder
+    recorded_by: Mapping[str, Any] | None = None  # the attempt whose record gave the command
+
+    def shown(self) -> str:
+        """``  baseline  main: CMD`` and the folder it runs in, escaped (text from a file)."""
+        folder = self.cwd if self.cwd is not None else Path.cwd()
+        return (
+            f"  {self.side:<9} {inert(self.label)}: {inert(self.command)}\n"
+            f"            in {inert(str(folder))}"
+        )
 
 
 def _target(request: ConfirmRequest, account: Account, attempts: pl.DataFrame) -> str:
@@ -100,11 +123,11 @@ def _side(
     second value names what is missing (None: nothing)."""
     label = row[side]
     if given is not None:
-        return _Side(label, given, None), None
+        return _Side(side, label, given, None), None
     command, cwd = row.get(f"{side}_command"), row.get(f"{side}_cwd")
     if command is None:
-        return _Side(label, "", None), f"{option} CMD (the command of {label!r})"
-    return _Side(label, command, Path(cwd) if cwd else None), None
+        return _Side(side, label, "", None), f"{option} CMD (the command of {label!r})"
+    return _Side(side, label, command, Path(cwd) if cwd else None, row), None
 
 
 def _sides(
@@ -128,8 +151,45 @@ def _sides(
     return baseline, candidate
 
 
+def _stranger(row: Mapping[str, Any]) -> str | None:
+    """Why a round's recorded commands may not be this user's on this host (None: they are):
+    its environment names another host or user, or no host at all. A round recorded before the
+    recorder kept the user is taken by its host alone."""
+    import json
+
+    text = row.get("environment")
+    recorded = json.loads(text) if text else {}
+    here = {"host": environment.host(), "user": environment.user()}
+    if not recorded.get("host"):
+        return f"{row['attempt_id']} does not say which host recorded it (no environment.host)"
+    for key, word in (("host", "on host"), ("user", "by user")):
+        theirs = recorded.get(key)
+        if theirs is not None and here[key] is not None and theirs != here[key]:
+            return (
+                f"{row['attempt_id']} was recorded {word} {inert(repr(theirs))}, not "
+                f"{inert(repr(here[key]))}"
+            )
+    return None
+
+
+def _check_recorded(sides: tuple[_Side, _Side], trusted: bool) -> None:
+    """Recorded commands run only where and for whom they were recorded, unless trusted."""
+    rows = {id(s.recorded_by): s.recorded_by for s in sides if s.recorded_by is not None}
+    found = [why for why in (_stranger(row) for row in rows.values()) if why]
+    if found and not trusted:
+        raise UsageError(
+            f"{'; '.join(found)}: a campaign folder received from elsewhere can hold any "
+            "command, and --confirm runs it with your rights. Nothing was run. Read the "
+            f"commands:\n{sides[0].shown()}\n{sides[1].shown()}\nthen give {TRUST_OPTION} to "
+            "run them, or --baseline-cmd/--candidate-cmd to run your own"
+        )
+
+
 def _round_request(
-    request: ConfirmRequest, account: Account, target: str, attempts: pl.DataFrame
+    request: ConfirmRequest,
+    target: str,
+    attempts: pl.DataFrame,
+    warn: Callable[[str], None] | None,
 ) -> RoundRequest:
     from pipeline.record.rounds import RoundRequest, next_round
 
@@ -137,12 +197,19 @@ def _round_request(
     rounds = [r for r in rows.values() if (r.get("kind") or "round") != "confirmation"]
     first = min(rounds, key=lambda r: (r["round"], r["attempt_id"]))
     baseline, candidate = _sides(request, first, rows[target])
+    _check_recorded((baseline, candidate), request.trust_recorded)
     mechanism = request.campaign_dir / target / MECHANISM_FILE
     run = dataclasses.replace(
         request.run, mechanism_file=mechanism if mechanism.is_file() else None
     )
     sides: dict[Side, _Side] = {"baseline": baseline, "candidate": candidate}
     cwds = {side: found.cwd for side, found in sides.items() if found.cwd is not None}
+    attempt_id = f"c{next_round(request.campaign_dir):03d}"
+    if warn is not None:  # before the first run: what is about to run, and where
+        warn(
+            f"confirmation round {attempt_id} of {target} runs:\n{baseline.shown()}\n"
+            f"{candidate.shown()}"
+        )
     return RoundRequest(
         request.campaign_dir,
         candidate=candidate.label,
@@ -150,7 +217,7 @@ def _round_request(
         baseline_cmd=baseline.command,
         candidate_cmd=candidate.command,
         run=run,
-        attempt_id=f"c{next_round(request.campaign_dir):03d}",
+        attempt_id=attempt_id,
         confirms=target,
         cwds=cwds,
     )
@@ -188,7 +255,7 @@ def confirm_campaign(
     target = _target(request, account, attempts)
     _refuse_a_second(target, attempts, before.assess.assessments)
     recorded = record_round(
-        _round_request(request, account, target, attempts), progress=progress, warn=warn
+        _round_request(request, target, attempts, warn), progress=progress, warn=warn
     )
     after = final_campaign(request.campaign_dir, store)
     return dataclasses.replace(after, confirmed=recorded)

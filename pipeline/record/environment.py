@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import pwd
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -44,12 +45,26 @@ def _load_average() -> str | None:
         return None
 
 
+def user() -> str | None:
+    """The name of the user running the recorder (None where the system cannot say)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name or None
+    except (KeyError, AttributeError, OSError):
+        return None
+
+
+def host() -> str | None:
+    return platform.node() or None
+
+
 def capture() -> dict[str, str]:
-    """host, os, kernel, machine, cpu_model, cpu_count, cpu_affinity, cpu_governor, python,
-    load_average (1, 5, 15 min) at the start of the round."""
+    """host, user, os, kernel, machine, cpu_model, cpu_count, cpu_affinity, cpu_governor,
+    python, load_average (1, 5, 15 min) at the start of the round. host and user say whose
+    commands a round ran (``campaign final --confirm`` runs them again only for them)."""
     governor = _read(GOVERNOR)
     found = {
-        "host": platform.node() or None,
+        "host": host(),
+        "user": user(),
         "os": platform.system() or None,
         "kernel": platform.release() or None,
         "machine": platform.machine() or None,

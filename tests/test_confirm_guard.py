@@ -1,0 +1,148 @@
+"""`campaign final --confirm` runs only what the user can read and trust, once, measured as the
+pick was (issue 33): the real recorder on campaign folders the tests edit. Every command writes a
+fixed metric per $EXPLAIN_SIDE and $EXPLAIN_REPETITION, so nothing depends on the machine's
+speed."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CliRun
+
+from pipeline.record import environment
+
+MEASURE = """\
+import json, os, sys
+value = float(sys.argv[1])
+rep = int(os.environ["EXPLAIN_REPETITION"])
+side = 3 if os.environ["EXPLAIN_SIDE"] == "candidate" else 0
+with open(os.environ["EXPLAIN_MEASUREMENT"], "w") as handle:
+    json.dump({"metric": value * (1 + 0.01 * ((rep * 7 + side) % 5 - 2))}, handle)
+"""
+"""A run's metric: its argument times a fixed wobble of its side and repetition."""
+
+
+def measure(script: Path, value: float) -> str:
+    return shlex.join([sys.executable, str(script), str(value)])
+
+
+def document(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "attempt.json").read_text(encoding="utf-8"))
+
+
+def rewrite(folder: Path, **fields: Any) -> None:
+    """Edit attempt.json as someone else's campaign folder could hold it."""
+    doc = document(folder) | fields
+    (folder / "attempt.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "measure.py"
+    path.write_text(MEASURE, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def campaign(tmp_path: Path, script: Path, run_cli: CliRun) -> Path:
+    """One round: main (1.0) against fast (0.5), recorded by the real recorder."""
+    folder = tmp_path / "attempts" / "received"
+    code, _, err = run_cli(
+        ["campaign", "start", str(folder), "--metric", "seconds", "--decision", "paired"]
+        + ["--interval", "student_t"]
+    )
+    assert code == 0, err
+    code, _, err = run_cli(
+        ["round", str(folder), "--baseline", "main", "--candidate", "fast"]
+        + ["--baseline-cmd", measure(script, 1.0), "--candidate-cmd", measure(script, 0.5)]
+        + ["-n", "6", "--warmup", "0"]
+    )
+    assert code == 0, err
+    return folder
+
+
+def confirm(run_cli: CliRun, folder: Path, *extra: str) -> tuple[int, str, str]:
+    store = folder.parent.parent / "store"
+    return run_cli(["campaign", "final", str(folder), "--store", str(store), "--confirm", *extra])
+
+
+def hostile(folder: Path, mark: Path, **where: str) -> str:
+    """The pick's candidate edited to touch ``mark`` from /, its environment edited by ``where``."""
+    command = f"sh -c {shlex.quote(f'touch {mark}')}"
+    doc = document(folder / "r001")
+    commands = doc["commands"] | {"candidate": {"command": command, "cwd": "/"}}
+    rewrite(folder / "r001", commands=commands, environment=doc["environment"] | where)
+    return command
+
+
+def test_the_round_records_its_host_and_user(campaign: Path) -> None:
+    recorded = document(campaign / "r001")["environment"]
+    assert (recorded["host"], recorded["user"]) == (environment.host(), environment.user())
+
+
+def test_a_command_recorded_on_another_host_is_refused_and_not_run(
+    campaign: Path, tmp_path: Path, run_cli: CliRun
+) -> None:
+    mark = tmp_path / "MARK"
+    command = hostile(campaign, mark, host="elsewhere.example")
+    code, out, err = confirm(run_cli, campaign, "-n", "6")
+    assert code == 2, err
+    assert not mark.exists()
+    assert not (campaign / "c002").exists()
+    here = environment.host()
+    assert err.startswith(
+        f"error: r001 was recorded on host 'elsewhere.example', not {here!r}: a campaign folder "
+        "received from elsewhere can hold any command, and --confirm runs it with your rights. "
+        "Nothing was run. Read the commands:\n"
+    )
+    assert f"  candidate fast: {command}\n            in /\n" in err
+    assert "give --trust-recorded-commands to run them" in err
+
+
+def test_a_command_recorded_by_another_user_or_nowhere_said_is_refused(
+    campaign: Path, tmp_path: Path, run_cli: CliRun
+) -> None:
+    mark = tmp_path / "MARK"
+    hostile(campaign, mark, user="mallory")
+    code, _, err = confirm(run_cli, campaign, "-n", "6")
+    assert code == 2, err
+    assert err.startswith("error: r001 was recorded by user 'mallory', not ")
+    doc = document(campaign / "r001")
+    rewrite(campaign / "r001", environment={"os": doc["environment"]["os"]})
+    code, _, err = confirm(run_cli, campaign, "-n", "6")
+    assert code == 2, err
+    assert err.startswith("error: r001 does not say which host recorded it (no environment.host)")
+    assert not mark.exists()
+
+
+def test_trusted_commands_run_after_being_shown(
+    campaign: Path, tmp_path: Path, run_cli: CliRun
+) -> None:
+    mark = tmp_path / "MARK"
+    command = hostile(campaign, mark, host="elsewhere.example")
+    code, _, err = confirm(run_cli, campaign, "-n", "6", "--trust-recorded-commands")
+    assert mark.exists()  # trusted on purpose: it ran, from the recorded folder
+    assert document(campaign / "c002")["commands"]["candidate"] == {"command": command, "cwd": "/"}
+    shown = err.index("confirmation round c002 of r001 runs:\n")
+    assert err[shown:].startswith(
+        "confirmation round c002 of r001 runs:\n"
+        f"  baseline  main: {measure(tmp_path / 'measure.py', 1.0)}\n"
+        f"            in {Path.cwd()}\n"
+        f"  candidate fast: {command}\n            in /\n"
+    )
+    assert code == 0, err
+
+
+def test_the_shown_commands_are_escaped(campaign: Path, tmp_path: Path, run_cli: CliRun) -> None:
+    doc = document(campaign / "r001")
+    candidate = {"command": "true\n::error::forged", "cwd": "/"}
+    rewrite(campaign / "r001", commands=doc["commands"] | {"candidate": candidate})
+    code, _, err = confirm(run_cli, campaign, "-n", "6")
+    assert code == 0, err
+    assert "  candidate fast: true\\n::error::forged\n" in err
+    assert "\n::error" not in err
