@@ -75,9 +75,9 @@ class _Side:
     def shown(self) -> str:
         """``  baseline  main: CMD`` and the folder it runs in, escaped (text from a file)."""
         folder = self.cwd if self.cwd is not None else Path.cwd()
+        where = "the current folder" if folder == Path.cwd() else inert(str(folder))
         return (
-            f"  {self.side:<9} {inert(self.label)}: {inert(self.command)}\n"
-            f"            in {inert(str(folder))}"
+            f"  {self.side:<9} {inert(self.label)}: {inert(self.command)}\n            in {where}"
         )
 
 
