@@ -246,18 +246,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Runner:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("head_iterations", "expected"), [(200_000, 0), (2_000_000, 5)])
+@pytest.mark.parametrize(("head_iterations", "expected"), [(100_000, 0), (3_000_000, 5)])
 def test_the_action_runs_as_the_runner_runs_it(
     installed: Runner, head_iterations: int, expected: int
 ) -> None:
     """The documented inputs on a base and a head: a head doing a tenth of the work PASSes
-    (exit 0); the same work is not PASS (exit 5, the step fails). Either way the outputs name
-    the Markdown and the JUnit report, and the job summary holds the table."""
+    (exit 0); three times the work is not PASS (exit 5, the step fails). Either way the outputs
+    name the Markdown and the JUnit report, and the job summary holds the table. The runs are
+    timed (docs/ci.md's bench/measure.py), so both effects are far beyond the noise of a loaded
+    machine: the same work at both sides (an A/A) would PASS now and then."""
     runner = installed
     for name in ("base", "head", "ab.md", "ab-junit.xml"):
         path = runner.workspace / name
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-    checkout(runner.workspace / "base", 2_000_000)
+    checkout(runner.workspace / "base", 1_000_000)
     checkout(runner.workspace / "head", head_iterations)
     (runner.temp / "step-summary.md").unlink(missing_ok=True)
     given = documented_inputs()
