@@ -5,6 +5,7 @@ speed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import sys
@@ -15,6 +16,7 @@ import pytest
 from conftest import CliRun
 
 from pipeline.record import environment
+from pipeline.store.tables import Store
 
 MEASURE = """\
 import json, os, sys
@@ -146,3 +148,31 @@ def test_the_shown_commands_are_escaped(campaign: Path, tmp_path: Path, run_cli:
     assert code == 0, err
     assert "  candidate fast: true\\n::error::forged\n" in err
     assert "\n::error" not in err
+
+
+def test_commands_edited_after_ingest_block_the_campaign(
+    campaign: Path, tmp_path: Path, run_cli: CliRun
+) -> None:
+    store = tmp_path / "store"
+    code, out, err = run_cli(["campaign", "final", str(campaign), "--store", str(store)])
+    assert code == 0, err
+    first = Store(store).read("attempts", ["received"])["commands_sha256_first_seen"][0]
+    recorded = document(campaign / "r001")["commands"]
+    canonical = json.dumps(recorded, sort_keys=True, separators=(",", ":")).encode()
+    assert first == hashlib.sha256(canonical).hexdigest()
+    mark = tmp_path / "MARK"
+    hostile(campaign, mark)  # same host, same user: only the store saw the first commands
+    code, out, err = confirm(run_cli, campaign, "-n", "6")
+    assert code == 3, err
+    assert not mark.exists()
+    assert err.startswith("error: campaign 'received' is blocked by integrity errors")
+    rows = Store(store).read("integrity", ["received"])
+    assert rows.select("attempt_id", "code", "expected").rows() == [
+        ("r001", "commands_changed", first)
+    ]
+    assert rows["message"][0] == (
+        f"attempt.json's commands have sha256 {rows['actual'][0][:12]}…, not the {first[:12]}… "
+        "the store saw first"
+    )
+    code, out, _ = run_cli(["campaign", "final", str(campaign), "--store", str(store)])
+    assert code == 3 and "commands_changed" in out and "BLOCKED" in out

@@ -75,6 +75,13 @@ interval's constant depends on them, so they are digested when the round starts
 (``sequential_sha256``); ``looks`` and ``stopped`` are written as the round goes."""
 
 
+def commands_sha256(commands: dict[str, Any]) -> str:
+    """sha256 of attempt.json's ``commands`` in canonical form (sorted keys, compact
+    separators, UTF-8): what ``campaign final --confirm`` would run, as the store first saw it."""
+    text = json.dumps(commands, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def sequential_sha256(sequential: dict[str, Any]) -> str:
     """sha256 of the plan's canonical form: the SEQUENTIAL_PLAN fields, sorted keys, compact
     separators (``{"first_look":6,"look_every":2,"max_pairs":40}``)."""

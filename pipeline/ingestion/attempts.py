@@ -33,6 +33,7 @@ from pipeline.contract.inert import printable
 from pipeline.contract.policy import (
     POLICY_FIELDS,
     canonical_policy,
+    commands_sha256,
     sequential_sha256,
     with_defaults,
 )
@@ -259,9 +260,9 @@ def campaign_groups(
     return groups
 
 
-Stored = tuple[str, str | None, str | None]
+Stored = tuple[str, str | None, str | None, str | None]
 """What the store keeps of an attempt across re-ingests: (inputs_sha256,
-mechanism_sha256_first_seen, sequential_sha256_first_seen)."""
+mechanism_sha256_first_seen, sequential_sha256_first_seen, commands_sha256_first_seen)."""
 
 
 @dataclass
@@ -521,10 +522,11 @@ def _stored_attempts(store: Store, cid: str) -> dict[str, Stored]:
             "inputs_sha256",
             "mechanism_sha256_first_seen",
             "sequential_sha256_first_seen",
+            "commands_sha256_first_seen",
         )
         .collect()
     )
-    return {a: (s, m, p) for a, s, m, p in frame.iter_rows()}
+    return {a: (s, m, p, c) for a, s, m, p, c in frame.iter_rows()}
 
 
 def _stored_source(store: Store, cid: str) -> str | None:
@@ -657,6 +659,10 @@ def _attempt_row(
     # null first plan: stored before plans were digested, so the plan seen now is the first known
     plan_first = stored[attempt_id][2] if attempt_id in stored else None
     plan_first = plan_first if plan_first is not None else (plan_now or NO_PLAN)
+    commands = doc.get("commands")
+    commands_now = commands_sha256(commands) if commands is not None else None
+    commands_first = stored[attempt_id][3] if attempt_id in stored else None  # null: as plans
+    commands_first = commands_first if commands_first is not None else (commands_now or NO_PLAN)
     # The first digest the store saw is kept (even "no mechanism"); a new attempt is seen now.
     return {
         "campaign_id": cid,
@@ -683,7 +689,9 @@ def _attempt_row(
         "sequential_sha256_first_seen": plan_first,
         "kind": doc.get("kind"),
         "confirms": doc.get("confirms"),
-        **_command_columns(doc.get("commands")),
+        **_command_columns(commands),
+        "commands_sha256_actual": commands_now,
+        "commands_sha256_first_seen": commands_first,
     }
 
 

@@ -168,6 +168,29 @@ def _plan_changed(attempts: pl.LazyFrame) -> pl.LazyFrame:
     return _errors(attempts, where, "sequential_changed", text, expected=first, actual=now)
 
 
+# -- the recorded commands (attempt.json's commands: what campaign final --confirm runs) ---------
+def _commands_changed(attempts: pl.LazyFrame) -> pl.LazyFrame:
+    """The commands differ from those the store first saw: a confirmation would run something
+    the round never ran (NO_PLAN, ``none``, stands for "first seen without commands")."""
+    first = pl.col("commands_sha256_first_seen")
+    now = pl.col("commands_sha256_actual").fill_null(NO_PLAN)
+    digests = {"first": "commands_sha256_first_seen", "now": "commands_sha256_actual"}
+    text = (
+        pl.when(first == NO_PLAN)
+        .then(pl.lit("commands appeared in attempt.json after the attempt was first ingested"))
+        .when(now == NO_PLAN)
+        .then(_text("attempt.json's commands (first seen with sha256 {first}) are gone", **digests))
+        .otherwise(
+            _text(
+                "attempt.json's commands have sha256 {now}, not the {first} the store saw first",
+                **digests,
+            )
+        )
+    )
+    where = first.is_not_null() & (first != now)
+    return _errors(attempts, where, "commands_changed", text, expected=first, actual=now)
+
+
 def _looks_problem() -> pl.Expr:
     """Why the looks taken cannot be those of the plan and the pairs recorded (null: they can):
     none at a decided stop, not increasing, past the maximum, or the last one not the pairs at
@@ -254,11 +277,12 @@ def _plan_inconsistent(attempts: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _with_plan_columns(attempts: pl.LazyFrame) -> pl.LazyFrame:
-    """The plan's evidence columns as nulls where the rows lack them (rows built before plans
-    were digested, or by hand with the mechanism's columns only): no plan, nothing to check."""
+    """The plan's and the commands' evidence columns as nulls where the rows lack them (rows
+    built before they were digested, or by hand with the mechanism's columns only): nothing to
+    check."""
     declared = table("attempts").polars_schema()
     found = set(attempts.collect_schema().names())
-    wanted = [n for n in declared if n.startswith("sequential_") or n == "n_pairs"]
+    wanted = [n for n in declared if n.startswith(("sequential_", "commands_")) or n == "n_pairs"]
     return attempts.with_columns(
         pl.lit(None, dtype=declared[n]).alias(n) for n in wanted if n not in found
     )
@@ -282,6 +306,7 @@ def integrity_errors(campaigns: pl.DataFrame, attempts: pl.DataFrame) -> pl.Data
         _gone(a, "sequential_missing", plan, _PLAN_GONE),
         _plan_changed(a),
         _plan_inconsistent(a),
+        _commands_changed(a),
     ]
     found = pl.concat([spec.conform(part) for part in parts], how="vertical")
     return found.sort("campaign_id", "attempt_id", "code", nulls_last=False).collect()
