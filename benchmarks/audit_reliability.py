@@ -353,7 +353,7 @@ def _round_case(audit: Audit, ok: str, candidate: str, extra: list[str], reason:
             "--candidate-cmd",
             candidate,
             "-n",
-            "2",
+            "5",
             "--warmup",
             "0",
             *extra,
@@ -389,7 +389,7 @@ def _tamper_case(audit: Audit, ok: str, change: dict[str, Any] | None) -> str | 
             "--candidate-cmd",
             ok,
             "-n",
-            "1",
+            "5",
         )
     )
     problem = expect(done, 3, "nothing was run")
@@ -781,7 +781,7 @@ def _results_case(audit: Audit, bad: Path, reason: str) -> str | None:
     script = base / "writer.py"
     script.write_text(RESULTS_WRITER)
     command = shlex.join([sys.executable, str(script), str(bad)])
-    done = audit.note(ep("round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "3",
+    done = audit.note(ep("round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "5",
                          "--warmup", "0", "--measure", "pytest-benchmark",
                          "--baseline-cmd", command, "--candidate-cmd", command))  # fmt: skip
     problem = expect(done, 0)
@@ -838,7 +838,7 @@ def _plan_case(
 def _leftover_child_case(audit: Audit) -> str | None:
     base = audit.work / f"{audit.tried:04d}-instructions"
     command = shlex.join(["sh", "-c", "sleep 2 & exit 0"])
-    done = audit.note(ep("ab", command, command, "-n", "4", "--warmup", "1", "--counters",
+    done = audit.note(ep("ab", command, command, "-n", "5", "--warmup", "1", "--counters",
                          "instructions", "--keep", str(base), guard=600))  # fmt: skip
     if done.code not in (0, 5):
         return expect(done, 0)

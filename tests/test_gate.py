@@ -307,7 +307,7 @@ def test_round_with_a_suite_in_a_metric_campaign_says_how_to_decide_each(
     folder = tmp_path / "attempts" / "s"
     assert _cli(["campaign", "start", str(folder), "--metric", "seconds"], capsys)[0] == 0
     cmd = _harness(tmp_path, 1.0)
-    args = ["round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "2"]
+    args = ["round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "5"]
     args += ["--baseline-cmd", cmd, "--candidate-cmd", cmd, "--measure", "pytest-benchmark"]
     code, _, err = _cli([*args, "--warmup", "0"], capsys)
     assert code == 0

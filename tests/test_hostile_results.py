@@ -225,11 +225,11 @@ def test_a_hostile_results_file_fails_its_run_only(
     for case, (bad, reason) in HOSTILE_RESULTS.items():
         command = shlex.join([sys.executable, str(script), bad])
         with pytest.raises(SystemExit) as exc:
-            main(["round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "3",
+            main(["round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "5",
                   "--warmup", "0", "--measure", "pytest-benchmark",
                   "--baseline-cmd", command, "--candidate-cmd", command])  # fmt: skip
         out, err = capsys.readouterr()
-        assert exc.value.code == 0, (case, err)  # two pairs of three: the round completed
+        assert exc.value.code == 0, (case, err)  # four pairs of five: the round completed
         attempt = sorted(p for p in folder.iterdir() if p.is_dir())[-1]
         assert json.loads((attempt / "attempt.json").read_text())["status"] == "completed"
         lines = [
@@ -250,7 +250,7 @@ def test_results_in_a_temporary_folder_a_shell_would_reparse_is_a_usage_error(
     odd.mkdir()
     command = "sh -c 'echo {} > {results}'"
     done = subprocess.run(
-        [*EXPLAIN, "round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "2",
+        [*EXPLAIN, "round", str(folder), "--baseline", "a", "--candidate", "b", "-n", "5",
          "--measure", "pytest-benchmark", "--baseline-cmd", command, "--candidate-cmd", command],
         capture_output=True, text=True, check=False, env={**os.environ, "TMPDIR": str(odd)},
         cwd=tmp_path,
@@ -273,7 +273,7 @@ def test_a_background_child_left_running_is_not_counted_by_later_runs(
     command = shlex.join(["sh", "-c", "sleep 2 & exit 0"])
     keep = tmp_path / "kept"
     with pytest.raises(SystemExit) as exc:
-        main(["ab", command, command, "-n", "4", "--warmup", "1", "--counters", "instructions",
+        main(["ab", command, command, "-n", "5", "--warmup", "1", "--counters", "instructions",
               "--keep", str(keep)])  # fmt: skip
     capsys.readouterr()
     assert exc.value.code in (0, 5)

@@ -303,7 +303,7 @@ def test_ab_and_runs_log_are_inert_with_hostile_names_from_a_real_command(
                 f"{sys.executable} {surrogate}",
                 f"{sys.executable} {surrogate}",
                 "-n",
-                "2",
+                "5",
                 "--warmup",
                 "0",
                 "--keep",

@@ -291,8 +291,8 @@ def test_a_round_without_any_pair_is_failed(
     campaign: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     failing = shlex.join([sys.executable, "-c", "raise SystemExit(2)"])
-    code, out, _ = run_main(round_args(campaign, workload(), failing, "-n", "2"), capsys)
-    assert code == 6 and out.startswith("round 1 (r001): failed\n")
+    code, out, _ = run_main(round_args(campaign, workload(), failing, "-n", "5"), capsys)
+    assert code == 6 and out.startswith("round 1 (r001): failed")
     assert json.loads((campaign / "r001" / "attempt.json").read_text())["status"] == "failed"
 
 
@@ -362,9 +362,10 @@ def test_better_higher_needs_the_measurement_file(
     folder = tmp_path / "tput"
     run_main(["campaign", "start", str(folder), "--metric", "ops", "--better", "higher"], capsys)
     quiet = shlex.join([sys.executable, "-c", "pass"])
-    code, _, _ = run_main(round_args(folder, quiet, workload(), "-n", "1"), capsys)
+    code, _, _ = run_main(round_args(folder, quiet, workload(), "-n", "5"), capsys)
     assert code == 6  # the baseline never wrote its metric: not one pair
-    assert [x["status"] for x in lines_of(folder / "r001")] in (["failed", "ok"], ["ok", "failed"])
+    statuses = {(x["side"], x["status"]) for x in lines_of(folder / "r001")}
+    assert statuses == {("baseline", "failed"), ("candidate", "ok")}
     assert "wrote no metric to $EXPLAIN_MEASUREMENT" in (folder / "r001" / "runs.log").read_text()
 
 
@@ -492,7 +493,7 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
     )
     nothing = shlex.join([sys.executable, "-c", "pass"])
     code, _, err = run_main(
-        round_args(campaign, copy, copy, "-n", "2", "--trace", "kineto"), capsys
+        round_args(campaign, copy, copy, "-n", "5", "--trace", "kineto"), capsys
     )
     assert (code, err) == (0, "")
     reference, _ = import_line("kineto", [str(KINETO)], side="baseline", repetition=0)
@@ -503,7 +504,7 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
         ours = {k: v for k, v in line["counters"].items() if not k.startswith("rusage.")}
         assert ours == reference["counters"]  # and the recorder's rusage.* beside them
     code, _, _ = run_main(
-        round_args(campaign, copy, nothing, "-n", "1", "--trace", "kineto"), capsys
+        round_args(campaign, copy, nothing, "-n", "5", "--trace", "kineto"), capsys
     )
     assert code == 6  # the candidate left no trace: not one pair
     log = (campaign / "r002" / "runs.log").read_text()
@@ -530,10 +531,10 @@ def test_trace_kineto_at_the_default_warmup(
     option nobody typed, and so did the round and ab)."""
     copy = _copies_the_trace()
     args = ["round", str(campaign), "--baseline", "a", "--candidate", "b"]
-    args += ["--baseline-cmd", copy, "--candidate-cmd", copy, "-n", "2", "--trace", "kineto"]
+    args += ["--baseline-cmd", copy, "--candidate-cmd", copy, "-n", "5", "--trace", "kineto"]
     code, out, err = run_main(args, capsys)
     assert (code, err) == (0, ""), out
-    assert "baseline 2 ok, 0 failed; candidate 2 ok, 0 failed; 2 pairs\n" in out
+    assert "baseline 5 ok, 0 failed; candidate 5 ok, 0 failed; 5 pairs\n" in out
     warmups = [x for x in _runs_logged(campaign / "r001") if "  warm-up " in x]
     assert len(warmups) == 2 and all(" ok metric " in x for x in warmups), warmups
     code, out, err = run_main(["ab", copy, copy, "-n", "5", "--trace", "kineto"], capsys)

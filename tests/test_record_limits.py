@@ -54,7 +54,7 @@ def one_round(campaign: Path, candidate: str, *extra: str) -> tuple[int, str]:
         "--candidate-cmd",
         candidate,
         "-n",
-        "1",
+        "5",
         "--warmup",
         "0",
         *extra,
@@ -142,7 +142,7 @@ def test_the_default_timeout_is_shown_and_0_means_none(campaign: Path) -> None:
         "--candidate-cmd",
         OK,
         "-n",
-        "1",
+        "5",
         "--warmup",
         "0",
         "--timeout",
@@ -171,7 +171,7 @@ def test_a_tampered_policy_is_refused_before_any_run(campaign: Path, tmp_path: P
         "--candidate-cmd",
         touch,
         "-n",
-        "1",
+        "5",
     )
     assert done.returncode == 3, done.stderr
     assert done.stderr.startswith(f'error: {path}: field "policy_sha256": ')

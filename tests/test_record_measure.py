@@ -62,8 +62,8 @@ def test_every_ok_run_carries_rusage_counters(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     busy = python(BUSY)
-    _, _, lines = ab(tmp_path, busy, busy, capsys, "-n", "2", "--warmup", "0")
-    assert len(lines) == 4 and all(x["status"] == "ok" for x in lines)
+    _, _, lines = ab(tmp_path, busy, busy, capsys, "-n", "5", "--warmup", "0")
+    assert len(lines) == 10 and all(x["status"] == "ok" for x in lines)
     for line in lines:
         counters = line["counters"]
         assert sorted(k for k in counters if k.startswith("rusage.")) == RUSAGE
@@ -82,8 +82,8 @@ def test_a_counter_the_command_writes_is_never_overwritten(
         "import json, os; json.dump({'counters': {'rusage.cpu_seconds': 123}}, "
         "open(os.environ['EXPLAIN_MEASUREMENT'], 'w'))"
     )
-    _, _, lines = ab(tmp_path, writes, writes, capsys, "-n", "1", "--warmup", "0")
-    assert [x["counters"]["rusage.cpu_seconds"] for x in lines] == [123, 123]
+    _, _, lines = ab(tmp_path, writes, writes, capsys, "-n", "5", "--warmup", "0")
+    assert [x["counters"]["rusage.cpu_seconds"] for x in lines] == [123] * 10
     assert all(x["counters"]["rusage.max_rss_bytes"] > 0 for x in lines)
 
 
@@ -92,7 +92,7 @@ def test_metric_source_cpu_is_the_runs_cpu_time(
 ) -> None:
     busy = python(BUSY)
     _, _, lines = ab(
-        tmp_path, busy, busy, capsys, "-n", "2", "--warmup", "0", "--metric-source", "cpu"
+        tmp_path, busy, busy, capsys, "-n", "5", "--warmup", "0", "--metric-source", "cpu"
     )
     assert all(x["metric"] == x["counters"]["rusage.cpu_seconds"] for x in lines)
     sleeper = python("import time; time.sleep(0.3)")
@@ -102,7 +102,7 @@ def test_metric_source_cpu_is_the_runs_cpu_time(
         sleeper,
         capsys,
         "-n",
-        "1",
+        "5",
         "--warmup",
         "0",
         "--metric-source",
@@ -136,7 +136,7 @@ def test_instructions_grow_with_the_loop_and_repeat_exactly(
         loop(8000),
         capsys,
         "-n",
-        "2",
+        "5",
         "--warmup",
         "0",
         "--counters",
@@ -210,14 +210,14 @@ def test_measure_failures_are_failed_runs_with_a_reason(
         garbage,
         capsys,
         "-n",
-        "1",
+        "5",
         "--warmup",
         "0",
         "--measure",
         "gbench",
         quiet=False,
     )
-    assert [x["status"] for x in lines] == ["failed", "failed"]
+    assert len(lines) >= 2 and {x["status"] for x in lines} == {"failed"}
     log = (tmp_path / "kept" / "r001" / "runs.log").read_text()
     assert "  measured by gbench results (metric sum), rusage counters\n" in log
     assert "failed: wrote no results file at $EXPLAIN_RESULTS" in log

@@ -107,7 +107,7 @@ def test_metric_source_cpu_in_a_better_higher_campaign_is_a_usage_error(
     assert code == 0
     code, _, err = run_main(
         ["round", str(folder), "--baseline", "a", "--candidate", "b", "--baseline-cmd", "true",
-         "--candidate-cmd", "true", "--metric-source", "cpu", "-n", "2"],
+         "--candidate-cmd", "true", "--metric-source", "cpu", "-n", "5"],
         capsys,
     )  # fmt: skip
     assert code == 2, err  # before the fix: every run failed, exit 6

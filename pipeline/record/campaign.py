@@ -17,7 +17,13 @@ from pipeline.contract.policy import policy_sha256, with_defaults
 from pipeline.errors import ExplainError, UsageError
 from pipeline.ingestion.validate import validate_document
 from pipeline.record.options import RunOptions, ab_policy
-from pipeline.record.rounds import RoundInterrupted, RoundRequest, RoundResult, record_round
+from pipeline.record.rounds import (
+    RoundInterrupted,
+    RoundRequest,
+    RoundResult,
+    check_repetitions,
+    record_round,
+)
 from pipeline.record.runner import now, timestamp
 
 if TYPE_CHECKING:  # polars-backed modules load when a command needs them, not at --help
@@ -165,6 +171,7 @@ def ab(
     policy = ab_policy(policy, until_decided=run.until_decided, suite=suite)
     if run.until_decided:  # refused before any folder is made
         stopping.check_campaign(policy, "ab's campaign would freeze")
+    check_repetitions(policy, run, "ab's campaign would freeze")
     scratch = None
     if keep is None:
         scratch = Path(tempfile.mkdtemp(prefix="explain-ab-"))

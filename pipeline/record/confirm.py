@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.contract.inert import inert
-from pipeline.contract.layout import MECHANISM_FILE
+from pipeline.contract.layout import CAMPAIGN_FILE, MECHANISM_FILE
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.record import environment
 from pipeline.record.options import RunOptions
@@ -233,13 +233,17 @@ def confirm_campaign(
     """Ingest and assess the campaign, record a confirmation round of its target, then ingest
     and assess it again (module docstring). The result carries the round it recorded."""
     from pipeline.record.campaign import final_campaign
-    from pipeline.record.rounds import record_round
+    from pipeline.record.rounds import check_repetitions, read_campaign_json, record_round
 
     if request.run.mechanism_file is not None:
         raise UsageError(
             "--mechanism-file: a confirmation declares again what the confirmed attempt "
             "declared (its mechanism.json)"
         )
+    campaign = read_campaign_json(request.campaign_dir)
+    check_repetitions(
+        campaign.data["policy"], request.run, f"{request.campaign_dir / CAMPAIGN_FILE} freezes"
+    )
     before = final_campaign(request.campaign_dir, store)
     cid = before.campaign_id
     if before.assess.blocked.height:

@@ -45,7 +45,7 @@ from pipeline.contract.layout import (
     id_rule,
     valid_id,
 )
-from pipeline.contract.policy import policy_sha256, sequential_sha256
+from pipeline.contract.policy import policy_sha256, sequential_sha256, with_defaults
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingestion.validate import Document, validate_campaign, validate_document
 from pipeline.record import environment, until
@@ -540,8 +540,9 @@ def record_round(
     note = per_benchmark_note(campaign.data["policy"], run)
     if note is not None and warn is not None:
         warn(note)
-    if run.repetitions < 1:
-        raise UsageError("--repetitions must be at least 1")
+    check_repetitions(
+        campaign.data["policy"], run, f"{request.campaign_dir / CAMPAIGN_FILE} freezes"
+    )
     commands: dict[Side, list[str]] = {
         "baseline": split_command(
             "--baseline-cmd", request.baseline_cmd, request.cwds.get("baseline")
@@ -623,12 +624,27 @@ def record_round(
     )
 
 
+def check_repetitions(policy: dict[str, Any], run: RunOptions, source: str) -> None:
+    """A fixed round of fewer repetitions than the policy's ``min_pairs`` is a usage error
+    before anything runs, whatever the decision rule: every interval would be
+    ``too_few_pairs``, so the round could decide nothing, and a gate must not pass on a round
+    that could not decide (contract §9). ``source`` says where the policy comes from. A round
+    that stops when decided looks first at ``min_pairs`` or later (until.first_look)."""
+    if run.repetitions < 1:
+        raise UsageError("--repetitions must be at least 1")
+    min_pairs = int(with_defaults(policy)["min_pairs"])
+    if not run.until_decided and run.repetitions < min_pairs:
+        raise UsageError(
+            f"--repetitions {run.repetitions}: {source} min_pairs {min_pairs}, the fewest pairs "
+            f"that get an interval, so this round could decide nothing; give -n {min_pairs} or "
+            "more (or --until-decided); nothing was run"
+        )
+
+
 def per_benchmark_note(policy: dict[str, Any], run: RunOptions) -> str | None:
     """A suite (``--measure``) recorded in a campaign that decides its metric alone: its
     benchmarks get directions from 95% intervals, not verdicts with the suite's error held; say
     how to get those (contract §15). None otherwise."""
-    from pipeline.contract.policy import with_defaults
-
     if run.measure.suite is None or with_defaults(policy)["decide"] != "metric":
         return None
     return (
