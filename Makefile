@@ -42,13 +42,23 @@ demo: $(BIN)/explain-pipeline
 	$(BIN)/explain-pipeline assess --all --store $(STORE)
 	$(BIN)/explain-pipeline report --all --store $(STORE) -o $(STORE)/report
 
+# The checks run side by side (make -j: the linters and mypy beside pytest, which is the longest;
+# each one's output is printed whole when it ends), and make test fails when any of them fails.
 test: $(TESTED) $(TORCH) $(NPM_TOOLS)
+	$(MAKE) --no-print-directory -j 3 --output-sync=target test-lint test-types test-pytest
+
+.PHONY: test-lint test-types test-pytest
+test-lint:
 	$(BIN)/ruff check pipeline tests benchmarks data
 	$(BIN)/ruff format --check pipeline tests benchmarks data  # one layout, the formatter's
+
+test-types:
 	$(BIN)/mypy pipeline tests benchmarks data
+
+test-pytest:
 	$(BIN)/python -m pytest -q
 
-quick: $(TESTED) $(NPM_TOOLS)  # the tests not marked slow (2.5 of the 6.7 minutes), for the edit-test loop
+quick: $(TESTED) $(NPM_TOOLS)  # the tests not marked slow (tests/README.md), for the edit-test loop
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench: $(BIN)/explain-pipeline

@@ -118,6 +118,7 @@ class DevTools:
         self.ws = ws
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
+        self.pages: list[str] = []  # the targets open_report opened
 
     def call(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
         self.next_id += 1
@@ -206,12 +207,14 @@ def chromium(tmp_path: Path) -> Iterator[DevTools]:
         log.close()
 
 
-@pytest.fixture()
-def browser(tmp_path: Path) -> Iterator[DevTools]:
-    """Headless Chromium; the tests that need it are skipped without it (the others run)."""
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
+    """Headless Chromium, one for the module (each test opens its page in a new target, and the
+    previous test's target is closed first); the tests that need it are skipped without it (the
+    others run)."""
     if not CHROMIUM.exists():
         pytest.skip(INSTALL_HINT)
-    with chromium(tmp_path) as devtools:
+    with chromium(tmp_path_factory.mktemp("chromium")) as devtools:
         yield devtools
 
 
@@ -291,7 +294,10 @@ ALLOWED_SCHEMES = ("data:", "blob:", "about:")
 
 
 def open_report(browser: DevTools, page: Path) -> str:
+    for previous in browser.pages:  # an earlier test's page: no event of it is left to read
+        browser.call("Target.closeTarget", targetId=previous)
     target = browser.call("Target.createTarget", url="about:blank")["targetId"]
+    browser.pages = [target]
     session = browser.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     for domain in ("Page", "Runtime", "Log", "Network"):
         browser.call(f"{domain}.enable", session)
