@@ -106,10 +106,12 @@ def test_ab_until_decided_from_python_takes_the_sequential_interval(tmp_path: Pa
 # -- the command line builds the same RunOptions --------------------------------------------
 @pytest.mark.parametrize("command", [round_command, ab_command], ids=["round", "ab"])
 def test_the_run_options_defaults_are_the_library_s(command: Any) -> None:
-    """Each option of a RunOptions field has its name and defaults to the field's default."""
+    """Each option of a RunOptions field has its name and defaults to the field's default (-n
+    shows the default a fixed round takes when it is not given)."""
     params = {p.name: p for p in command.params}
     fields = {f.name: f.default for f in dataclasses.fields(RunOptions)}
     plain = set(fields) - {"trace", "measure"}
     assert plain <= set(params)
-    for name in plain:
+    assert params["repetitions"].default == RunOptions().fixed_repetitions
+    for name in plain - {"repetitions"}:
         assert params[name].default == fields[name], name

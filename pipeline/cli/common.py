@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from pipeline.contract.declare import DocumentKind, bounds, choices, spec
+from pipeline.contract.declare import Bounds, DocumentKind, bounds, choices, spec
 from pipeline.contract.policy import PolicyValue, policy_text
 from pipeline.engines import ENGINES
 from pipeline.errors import EXIT_CODES_HELP, PolicyError, UsageError
@@ -144,7 +144,11 @@ def output_option(help_text: str, *, dir_okay: bool = False, metavar: str | None
 def declared_range(kind: DocumentKind, *path: str) -> Any:
     """The click range of a field: the bounds its schema declares, the ones ingest checks, so
     `--help` shows what will be accepted."""
-    limits = bounds(kind, *path)
+    return click_range(bounds(kind, *path))
+
+
+def click_range(limits: Bounds) -> Any:
+    """The click range of declared bounds (an IntRange when they are integers)."""
     low, high, low_open, high_open = limits.low, limits.high, limits.low_open, limits.high_open
     if limits.integer:
         low_int = None if low is None else int(low)

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from pipeline.cli.common import (
+    click_range,
     command,
     declared_choice,
     declared_range,
@@ -23,13 +25,15 @@ from pipeline.cli.common import (
     option_group,
     store_option,
 )
-from pipeline.contract.declare import SCHEDULE_DEFAULTS
 from pipeline.contract.policy import POLICY_DEFAULTS
 from pipeline.errors import ExitCode, UsageError
-from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
-from pipeline.record import DEFAULT_TIMEOUT
-from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES
-from pipeline.record.options import AB_POLICY, MeasureOptions, RunOptions, TraceOptions
+from pipeline.record.options import (
+    AB_POLICY,
+    ROUND_OPTIONS,
+    RoundOption,
+    RunOptions,
+    build_run_options,
+)
 
 
 def policy_range(key: str) -> Any:
@@ -168,157 +172,44 @@ def start_command(
 
 
 # -- round ------------------------------------------------------------------------------------
-def _no_limit_if_zero(context: click.Context, param: click.Parameter, value: float) -> float | None:
-    return value or None
+def round_option(entry: RoundOption) -> Any:
+    """The click option of one entry of ROUND_OPTIONS (pipeline/record/options.py)."""
+    attrs: dict[str, Any] = {
+        "default": entry.default,
+        "show_default": entry.show_default,
+        "multiple": entry.multiple,
+        "metavar": entry.metavar,
+        "help": entry.help,
+    }
+    if entry.kind == "flag":
+        attrs["is_flag"] = True
+    elif entry.kind == "number" and entry.bounds is not None:
+        attrs["type"] = click_range(entry.bounds)
+    elif entry.kind == "choice":
+        attrs["type"] = click.Choice(entry.choices)
+    elif entry.kind == "file":
+        attrs["type"] = click.Path(dir_okay=False, path_type=Path)
+    return click.option(*entry.flags, entry.name, **attrs)
 
 
-MECHANISM_OPTION = click.option(
-    "--mechanism-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="The declaration, saved before any candidate run.",
-)
-RUN_OPTIONS = [
-    click.option(
-        "--repetitions",
-        "-n",
-        type=click.IntRange(1, 100_000),
-        default=RunOptions.repetitions,
-        show_default=True,
-        help="Repetitions: one run of each side per repetition.",
-    ),
-    click.option(
-        "--warmup",
-        type=click.IntRange(0, 1000),
-        default=RunOptions.warmup,
-        show_default=True,
-        help="Warm-up runs per side before repetition 0 (not recorded).",
-    ),
-    MECHANISM_OPTION,
-    click.option(
-        "--order-seed",
-        type=declared_range("attempt", "order_seed"),
-        default=None,
-        help="Seed of the balanced run order (default: random, recorded).",
-    ),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0),
-        default=DEFAULT_TIMEOUT,
-        show_default=True,
-        callback=_no_limit_if_zero,
-        help="Seconds after which a run is killed and counted failed; 0: no limit.",
-    ),
-    click.option(
-        "--trace",
-        type=click.Choice(["kineto"]),
-        default=None,
-        help="Each run writes a PyTorch profiler trace into $EXPLAIN_TRACE_DIR; "
-        "its breakdown and counters are imported.",
-    ),
-    click.option(
-        "--step-pattern",
-        default=None,
-        help="--trace: annotations whose whole name matches are the steps.",
-    ),
-    click.option(
-        "--region-pattern",
-        default=None,
-        help="--trace: keep only regions whose whole name matches.",
-    ),
-    click.option(
-        "--rename",
-        "renames",
-        multiple=True,
-        metavar="OLD=NEW",
-        help="--trace: rename a region or counter (repeatable).",
-    ),
-    click.option(
-        "--until-decided",
-        is_flag=True,
-        default=False,
-        help="Run blocks of 2 repetitions, assess after each from the 6th, stop "
-        "at PASS, at futility or at --max-repetitions (round: the campaign must be frozen "
-        "with --decision paired --interval sequential_t; ab freezes its own so).",
-    ),
-    click.option(
-        "--max-repetitions",
-        type=declared_range("attempt", "sequential", "max_pairs"),
-        default=RunOptions.max_repetitions,
-        help="--until-decided: the most repetitions (even; default "
-        f"{SCHEDULE_DEFAULTS['max_pairs']}, or the first look when the campaign's min_pairs is "
-        "larger).",
-    ),
-    click.option(
-        "--measure",
-        "suite",
-        type=click.Choice(SUITE_FORMATS),
-        default=None,
-        help="The command runs a benchmark suite writing its results to {results} "
-        "($EXPLAIN_RESULTS): each benchmark becomes a region.",
-    ),
-    click.option(
-        "--suite-metric",
-        type=click.Choice(SUITE_METRICS),
-        default=MeasureOptions.suite_metric,
-        show_default=True,
-        help="--measure: the run's metric is the sum of the "
-        "benchmarks' median per-iteration times, or their geometric mean.",
-    ),
-    click.option(
-        "--metric-source",
-        type=click.Choice(METRIC_SOURCES),
-        default=MeasureOptions.metric_source,
-        show_default=True,
-        help="Without a metric from the command: its wall-clock "
-        "time, or its CPU time (user + system).",
-    ),
-    click.option(
-        "--counters",
-        "counter_sets",
-        type=click.Choice(COUNTER_SETS),
-        multiple=True,
-        help="instructions: run each run under valgrind (cachegrind) "
-        "and record the instructions executed (~70x slower).",
-    ),
-]
-"""How runs are made and measured, in round and ab: each option is a field of RunOptions of
-the same name, except those _run_options groups into its trace and measure."""
+RUN_OPTIONS = [round_option(entry) for entry in ROUND_OPTIONS]
+"""How runs are made and measured, in round and ab: one click option per entry of the table."""
 
 
-def _run_options(
-    *,
-    trace: str | None,
-    step_pattern: str | None,
-    region_pattern: str | None,
-    renames: tuple[str, ...],
-    suite: str | None,
-    suite_metric: str,
-    metric_source: str,
-    counter_sets: tuple[str, ...],
-    **fields: Any,
-) -> RunOptions:
-    """The RunOptions of the command line (a usage error for options that contradict)."""
-    from pipeline.importers import ImportOptions
-
-    _one_count(fields["until_decided"])
-    if trace is None and (step_pattern or region_pattern or renames):
-        raise UsageError("--step-pattern, --region-pattern and --rename need --trace kineto")
-    imports = ImportOptions.parse(
-        step_pattern=step_pattern, region_pattern=region_pattern, renames=renames
-    )
-    counters = tuple(dict.fromkeys(counter_sets))
-    return RunOptions(
-        trace=None if trace is None else TraceOptions("kineto", imports),
-        measure=MeasureOptions(suite, suite_metric, metric_source, counters),
-        **fields,
-    )
+def _run_options(**values: Any) -> RunOptions:
+    """The RunOptions of the command line (the library refuses options that contradict). -n
+    counts only when it is given: with --until-decided the plan of looks decides."""
+    if click.get_current_context().get_parameter_source("repetitions") != (
+        ParameterSource.COMMANDLINE
+    ):
+        values["repetitions"] = None
+    return build_run_options(values)
 
 
 run_options = option_group("run", RUN_OPTIONS, _run_options)
 """round's and ab's run options, handed to the command as one ``run`` (a RunOptions)."""
 confirm_run_options = option_group(
-    "run", [o for o in RUN_OPTIONS if o is not MECHANISM_OPTION], _run_options
+    "run", [round_option(entry) for entry in ROUND_OPTIONS if entry.confirm], _run_options
 )
 """campaign final --confirm's: round's, but the declaration is the confirmed attempt's."""
 
@@ -512,25 +403,6 @@ def _warn(text: str) -> None:
     from pipeline.output.sinks import echo
 
     echo(text + "\n", err=True)
-
-
-def _one_count(until_decided: bool) -> None:
-    """-n and --until-decided ask two things of the same round: refused rather than one
-    silently ignored; --max-repetitions without --until-decided likewise."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    given = {
-        name: ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
-        for name in ("repetitions", "max_repetitions")
-    }
-    if until_decided and given["repetitions"]:
-        raise UsageError(
-            "--repetitions/-n and --until-decided: give one (with --until-decided "
-            "the round stops when decided, at most --max-repetitions)"
-        )
-    if given["max_repetitions"] and not until_decided:
-        raise UsageError("--max-repetitions needs --until-decided (else use --repetitions/-n)")
 
 
 # -- ab ---------------------------------------------------------------------------------------

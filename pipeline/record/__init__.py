@@ -9,12 +9,13 @@ and stops) and ``campaign`` (campaign.json, the final assessment, the one-line A
 Options are parsed once. ``round`` and ``ab`` hand the recorder one ``RunOptions`` (their
 shared run options), ``round`` wraps it in a ``RoundRequest`` (campaign, sides, commands),
 ``ab`` takes it beside its policy (laid over ``options.AB_POLICY``, the same from Python as
-from the command line). A new option of ``round`` and ``ab`` is:
+from the command line). A new option of ``round``, ``ab`` and ``campaign final --confirm`` is:
 
-1. one field of ``RunOptions`` (pipeline/record/options.py), with its default;
-2. one ``click.option`` of the same name in ``RUN_OPTIONS`` (pipeline/cli/record.py; its
-   ``default=`` reads the field's, so ``--help`` and Python agree);
-3. the code in the recorder that uses ``request.run.<field>`` (``rounds.record_round``).
+1. one entry of ``ROUND_OPTIONS`` (pipeline/record/options.py: flags, help, default, what it
+   accepts; cli/record.py makes the click option of every entry) and one field of the same
+   name in ``RunOptions`` (or ``MeasureOptions``), checked in its ``__post_init__``;
+2. the code in the recorder that uses ``request.run.<field>`` (``rounds.record_round``);
+3. its line in docs/record.md (+ docs/zh/record.md).
 
 An option of ``ab`` alone that changes its policy (e.g. a gate) is a key of the ``policy`` ab
 takes, its default in ``AB_POLICY`` when it differs from the contract's; an option of ``round``

@@ -36,6 +36,7 @@ from typing import Any
 
 from pipeline.contract.files import InputFileError, MiB, read_regular
 from pipeline.errors import ExplainError, UsageError
+from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
 
 RUSAGE_PREFIX = "rusage."
 METRIC_SOURCES = ("wall", "cpu")
@@ -59,14 +60,28 @@ class MeasureFailure(Exception):
     """The run cannot be measured as asked: it is recorded as failed, with this reason."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MeasureOptions:
-    """How every run of a round is measured beyond the command's own measurement file."""
+    """How every run of a round is measured beyond the command's own measurement file. Each
+    value is one its option accepts (a usage error otherwise); counters named twice count once."""
 
     suite: str | None = None  # pytest-benchmark | gbench | pyperf
     suite_metric: str = "sum"
     metric_source: str = "wall"
     counters: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "counters", tuple(dict.fromkeys(self.counters)))
+        given = (
+            ("--measure", (self.suite,) if self.suite is not None else (), SUITE_FORMATS),
+            ("--suite-metric", (self.suite_metric,), SUITE_METRICS),
+            ("--metric-source", (self.metric_source,), METRIC_SOURCES),
+            ("--counters", self.counters, COUNTER_SETS),
+        )
+        for flag, values, allowed in given:
+            for value in values:
+                if value not in allowed:
+                    raise UsageError(f"{flag} {value!r}: expected one of {', '.join(allowed)}")
 
     @property
     def instructions(self) -> bool:

@@ -324,7 +324,7 @@ def _header(log: TextIO, request: RoundRequest, attempt: _Attempt, settings: Run
         f"until decided: looks from {plan['first_look']} every {plan['look_every']} pairs, at "
         f"most {plan['max_pairs']} repetitions"
         if plan
-        else f"repetitions {request.run.repetitions}"
+        else f"repetitions {request.run.fixed_repetitions}"
     )
     log.write(
         f"round {doc['round']} ({doc['attempt_id']}), {RECORDER}, started "
@@ -564,14 +564,19 @@ def record_round(
             "write its metric to $EXPLAIN_MEASUREMENT"
         )
     settings = RunSettings(
-        commands, run.timeout, run.trace, needs_file, measure=run.measure, cwds=request.cwds
+        commands=commands,
+        timeout=run.timeout,
+        trace=run.trace,
+        needs_file=needs_file,
+        measure=run.measure,
+        cwds=request.cwds,
     )
     number = next_round(request.campaign_dir)
     attempt_id = _attempt_id(request, number)
     plan = _plan(request, campaign)
     extra = _recorded(request, settings)
     if plan is None:
-        slots = schedule(run.repetitions, seed)
+        slots = schedule(run.fixed_repetitions, seed)
     else:
         slots = block_schedule(plan.max_pairs // stopping.BLOCK, seed)
         started = until.sequential_object(plan, [], "interrupted")
@@ -630,12 +635,10 @@ def check_repetitions(policy: dict[str, Any], run: RunOptions, source: str) -> N
     ``too_few_pairs``, so the round could decide nothing, and a gate must not pass on a round
     that could not decide (contract §9). ``source`` says where the policy comes from. A round
     that stops when decided looks first at ``min_pairs`` or later (until.first_look)."""
-    if run.repetitions < 1:
-        raise UsageError("--repetitions must be at least 1")
-    min_pairs = int(with_defaults(policy)["min_pairs"])
-    if not run.until_decided and run.repetitions < min_pairs:
+    min_pairs, n = int(with_defaults(policy)["min_pairs"]), run.fixed_repetitions
+    if not run.until_decided and n < min_pairs:
         raise UsageError(
-            f"--repetitions {run.repetitions}: {source} min_pairs {min_pairs}, the fewest pairs "
+            f"--repetitions {n}: {source} min_pairs {min_pairs}, the fewest pairs "
             f"that get an interval, so this round could decide nothing; give -n {min_pairs} or "
             "more (or --until-decided); nothing was run"
         )

@@ -51,7 +51,7 @@ breakdown of 1,000 steps of 30 regions is about 1 MB). A larger file fails the r
 strict parser takes about a second per MB, so the cap also bounds the time a run's file costs."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """What every run of a round shares."""
 
