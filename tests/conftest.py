@@ -3,6 +3,7 @@ campaigns written with pipeline/study/stored.py."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.assessment import boundary
 from pipeline.cli import main
 from pipeline.study.stored import write_attempt, write_campaign
 
@@ -124,8 +126,22 @@ def attempts_dir(tmp_path: Path) -> Path:
     return root
 
 
+TEST_CONSTANTS = Path(__file__).parent / "fixtures" / "sequential_constants.json"
+"""The sequential_t constants the tests' family plans use that the package does not ship (looks
+from 12 every 4, confidences 1 - alpha/m), computed with the recipe once and pinned here: each
+costs a second or more of CPU (a million sequences), and a session started from an empty
+cache computed all of them again. tests/test_sequential.py recomputes one; a plan a test needs
+that is not here is computed and cached as before."""
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_constant_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """The sequential_t constants computed by the tests (and the commands they start) are kept
-    in a folder of this test run, not in the user's cache (pipeline/assessment/boundary.py)."""
-    os.environ["EXPLAIN_CACHE_DIR"] = str(tmp_path_factory.mktemp("constant-cache"))
+    in a folder of this test run, not in the user's cache (pipeline/assessment/boundary.py); it
+    starts with TEST_CONSTANTS, when they are of the recipe in force."""
+    folder = tmp_path_factory.mktemp("constant-cache")
+    os.environ["EXPLAIN_CACHE_DIR"] = str(folder)
+    pinned = json.loads(TEST_CONSTANTS.read_text(encoding="utf-8"))
+    path = boundary.cache_file()
+    if pinned["recipe"] == boundary.RECIPE and path is not None:
+        path.write_text(json.dumps(pinned["constants"], sort_keys=True), encoding="utf-8")

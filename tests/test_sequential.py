@@ -250,3 +250,22 @@ def test_futility_stops_hopeless_rounds_only() -> None:
     # a gate below 1 is no easier than 1: PASS also needs low > 1
     low_gate = {**kw, "gate": 0.5}
     assert sequential.predictive_power(6, 0.0, 0.04, **low_gate) < 0.5
+
+
+def test_the_tests_pinned_constants_are_the_recipes() -> None:
+    """tests/fixtures/sequential_constants.json (the constants a test session starts its cache
+    with, tests/conftest.py): of the recipe in force, each where a constant must lie, and the
+    cheapest recomputed with the whole recipe."""
+    from conftest import TEST_CONSTANTS
+
+    pinned = json.loads(TEST_CONSTANTS.read_text(encoding="utf-8"))
+    assert pinned["recipe"] == boundary.RECIPE
+    keys = {}
+    for text, value in pinned["constants"].items():
+        first, every, most, confidence = text.split(",")
+        looks = sequential.schedule(int(first), int(every), int(most))
+        assert boundary.plausible(looks, float(confidence), value), text
+        keys[text] = looks
+    cheapest = min(keys, key=lambda text: keys[text][-1])
+    confidence = float(cheapest.split(",")[3])
+    assert boundary.simulate(keys[cheapest], confidence) == pinned["constants"][cheapest]
