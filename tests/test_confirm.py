@@ -119,7 +119,10 @@ def test_confirm_measures_the_pick_again_and_reports_the_campaigns_gain(
 
     code, _, err = final(run_cli, searched, store, "--confirm")
     assert code == 2
-    assert err.startswith("error: r002 is already confirmed by c004: a confirmation is measured")
+    assert err.startswith(
+        "error: r002 is already confirmed by c004 (completed, 6 pairs): a started confirmation "
+        "counts"
+    )
 
 
 def test_options_of_the_confirmation_need_confirm(searched: Path, run_cli: CliRun) -> None:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +22,22 @@ from pipeline.record import environment
 from pipeline.store.tables import Store
 
 MEASURE = """\
-import json, os, sys
+import json, os, sys, time
 value = float(sys.argv[1])
 rep = int(os.environ["EXPLAIN_REPETITION"])
 side = 3 if os.environ["EXPLAIN_SIDE"] == "candidate" else 0
+if len(sys.argv) > 2 and os.path.exists(sys.argv[2]) and rep == 3:
+    open(sys.argv[2] + ".reached", "w").close()
+    time.sleep(120)
 with open(os.environ["EXPLAIN_MEASUREMENT"], "w") as handle:
     json.dump({"metric": value * (1 + 0.01 * ((rep * 7 + side) % 5 - 2))}, handle)
 """
-"""A run's metric: its argument times a fixed wobble of its side and repetition."""
+"""A run's metric: its argument times a fixed wobble of its side and repetition. Given a second
+argument naming a file that exists, repetition 3 says so (FILE.reached) and hangs."""
 
 
-def measure(script: Path, value: float) -> str:
-    return shlex.join([sys.executable, str(script), str(value)])
+def measure(script: Path, value: float, *hang: Path) -> str:
+    return shlex.join([sys.executable, str(script), str(value), *map(str, hang)])
 
 
 def document(folder: Path) -> dict[str, Any]:
@@ -176,3 +183,102 @@ def test_commands_edited_after_ingest_block_the_campaign(
     )
     code, out, _ = run_cli(["campaign", "final", str(campaign), "--store", str(store)])
     assert code == 3 and "commands_changed" in out and "BLOCKED" in out
+
+
+def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
+    tmp_path: Path, script: Path, run_cli: CliRun
+) -> None:
+    """SIGTERM to the real process at repetition 3: the aborted confirmation keeps its pairs and
+    counts; a second --confirm is refused; --measure-again runs, says so in attempt.json, and is
+    shown beside the first, which stays the campaign's gain."""
+    folder, hang = tmp_path / "attempts" / "stopped", tmp_path / "hang"
+    store = tmp_path / "store"
+    code, _, err = run_cli(
+        ["campaign", "start", str(folder), "--metric", "seconds", "--decision", "paired"]
+    )
+    assert code == 0, err
+    code, _, err = run_cli(
+        ["round", str(folder), "--baseline", "main", "--candidate", "fast"]
+        + ["--baseline-cmd", measure(script, 1.0, hang)]
+        + ["--candidate-cmd", measure(script, 0.5, hang), "-n", "6", "--warmup", "0"]
+    )
+    assert code == 0, err
+    hang.touch()
+    args = ["campaign", "final", str(folder), "--store", str(store), "--confirm", "-n", "6"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", *args, "--warmup", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not Path(f"{hang}.reached").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert document(folder / "c002")["status"] == "aborted"
+    hang.unlink()
+
+    code, _, err = run_cli(args)
+    assert code == 2, err
+    assert err.startswith(
+        "error: r001 is already confirmed by c002 (aborted, 3 pairs): a started confirmation "
+        "counts, aborted or completed"
+    )
+    assert not (folder / "c003").exists()
+
+    code, out, err = run_cli([*args, "--measure-again", "--warmup", "0"])
+    assert code == 0, err
+    assert document(folder / "c003")["chosen"] == ["again"]
+    assert (
+        "campaign's gain: 2.0066 from confirmation round c002 (fast against main, 3 pairs, "
+        "aborted): INCONCLUSIVE (attempt_aborted)\n" in out
+    )
+    assert (
+        "c003 is a confirmation round of r001 measured again by choice after c002 (not the "
+        "campaign's gain, which counts the first): 1.9900 [1.9569, 2.0236] (fast against main, "
+        "6 pairs): PASS\n"
+    ) in out
+    code, _, err = run_cli(
+        ["report", "stopped", "--store", str(store), "-o", str(tmp_path / "r.html")]
+    )
+    assert code == 0, err
+    assert "c003 is a confirmation round of r001 measured again by choice after c002" in (
+        tmp_path / "r.html"
+    ).read_text(encoding="utf-8")
+
+
+def test_given_commands_other_than_the_recorded_ones_are_refused_or_recorded(
+    campaign: Path, script: Path, run_cli: CliRun
+) -> None:
+    other = measure(script, 0.9)
+    code, _, err = confirm(run_cli, campaign, "-n", "6", "--baseline-cmd", other)
+    assert code == 2, err
+    assert err == (
+        f"error: --baseline-cmd {other!r}: r001 recorded {measure(script, 1.0)!r} for 'main', "
+        "and the output would say 'main' was measured; give --with-given-commands to measure "
+        "with given commands (recorded and shown as such)\n"
+    )
+    assert not (campaign / "c002").exists()
+    same = measure(script, 1.0)  # the recorded command, given again: nothing chosen
+    code, out, err = confirm(run_cli, campaign, "-n", "6", "--warmup", "0", "--baseline-cmd", same)
+    assert code == 0, err
+    assert "chosen" not in document(campaign / "c002")
+    code, out, err = confirm(
+        run_cli,
+        campaign,
+        "-n",
+        "6",
+        "--warmup",
+        "0",
+        "--baseline-cmd",
+        other,
+        "--with-given-commands",
+        "--measure-again",
+    )
+    assert code == 0, err
+    confirmation = document(campaign / "c003")
+    assert confirmation["chosen"] == ["again", "given_commands"]
+    assert confirmation["commands"]["baseline"]["command"] == other
+    assert "6 pairs, measured with given commands, not the recorded ones): " in out

@@ -43,6 +43,16 @@ class Confirmation:
     high: float | None
     verdict: str
     reason: str | None
+    chosen: tuple[str, ...] = ()
+    """What the caller chose against the rule (attempt.json's ``chosen``: ``again``,
+    ``given_commands``), shown beside the interval."""
+
+    @property
+    def counts(self) -> bool:
+        """A started confirmation counts, aborted or completed (stopping one that looks bad
+        and measuring again would be the search over again); only a failed one that measured
+        no pair (a broken command) does not."""
+        return not (self.status == "failed" and self.n_pairs == 0)
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,9 @@ class Account:
     """One campaign's accounting. ``expected``: the PASSes identical code would give over the
     campaign's rounds (None when no spread could be measured); an upper bound when
     ``explanation_gate``. ``target``: the attempt a confirmation measures again (None: no
-    PASS yet), chosen by ``target_rule``; ``confirmation``: the latest confirmation of it."""
+    PASS yet), chosen by ``target_rule``; ``confirmation``: the confirmation of it that counts
+    (the first one that counts, else the latest), whose interval is the campaign's gain;
+    ``again``: those measured after it by choice (``--measure-again``), shown beside it."""
 
     campaign_id: str
     decision: str
@@ -72,6 +84,7 @@ class Account:
     other_confirmations: tuple[tuple[str, str], ...]
     """(confirmation, attempt it confirms) of attempts that are not the target now (the pick
     moved since, or another round was confirmed on purpose)."""
+    again: tuple[Confirmation, ...] = ()
 
 
 def _rounds_of(attempts: pl.DataFrame) -> pl.DataFrame:
@@ -128,9 +141,12 @@ def _target(
 
 def _confirmations(
     attempts: pl.DataFrame, rows: Mapping[str, dict[str, Any]], target: str | None
-) -> tuple[Confirmation | None, tuple[tuple[str, str], ...]]:
+) -> tuple[Confirmation | None, tuple[tuple[str, str], ...], tuple[Confirmation, ...]]:
+    """The target's confirmation that counts, the other attempts' confirmations, and the
+    target's confirmations measured again after the one that counts."""
     confirming = attempts.filter(pl.col("kind") == "confirmation").sort("round", "attempt_id")
-    mine, others = None, []
+    mine: list[Confirmation] = []
+    others = []
     for a in confirming.iter_rows(named=True):
         row = rows.get(a["attempt_id"])
         if row is None:
@@ -138,20 +154,28 @@ def _confirmations(
         if a["confirms"] != target:
             others.append((a["attempt_id"], a["confirms"]))
             continue
-        mine = Confirmation(
-            a["attempt_id"],
-            a["confirms"],
-            a["baseline"],
-            a["candidate"],
-            row["status"],
-            int(row["n_pairs"]),
-            row["paired_estimate"],
-            row["paired_low"],
-            row["paired_high"],
-            row["verdict"],
-            row["reason"],
-        )
-    return mine, tuple(others)
+        mine.append(_confirmation(a, row))
+    counted = [c for c in mine if c.counts]
+    if not counted:
+        return (mine[-1] if mine else None), tuple(others), ()
+    return counted[0], tuple(others), tuple(counted[1:])
+
+
+def _confirmation(a: Mapping[str, Any], row: Mapping[str, Any]) -> Confirmation:
+    return Confirmation(
+        a["attempt_id"],
+        a["confirms"],
+        a["baseline"],
+        a["candidate"],
+        row["status"],
+        int(row["n_pairs"]),
+        row["paired_estimate"],
+        row["paired_low"],
+        row["paired_high"],
+        row["verdict"],
+        row["reason"],
+        tuple(a["chosen"].split(",")) if a.get("chosen") else (),
+    )
 
 
 # -- the count expected by chance ----------------------------------------------------------------
@@ -239,7 +263,7 @@ def account(
     if chained and target is not None and reference is not None:
         chain, product = _chain(target, rounds, rows, reference)
     expected, how, spread, side = _expected(assessments, rounds, policy)
-    confirmation, others = _confirmations(attempts, rows, target)
+    confirmation, others, again = _confirmations(attempts, rows, target)
     return Account(
         campaign_id=str(policy["campaign_id"]),
         decision=str(policy["decision"]),
@@ -259,6 +283,7 @@ def account(
         chain_estimate=product,
         confirmation=confirmation,
         other_confirmations=others,
+        again=again,
     )
 
 
@@ -270,6 +295,7 @@ ACCOUNT_COLUMNS = (
     "status",
     "kind",
     "confirms",
+    "chosen",
     *SCHEDULE,
 )
 

@@ -254,6 +254,22 @@ confirm_run_options = option_group(
     help="--confirm: run the recorded commands although another host or user recorded them "
     "(read them first: a received campaign folder can hold any command).",
 )
+@click.option(
+    "--with-given-commands",
+    "given_commands",
+    is_flag=True,
+    default=False,
+    help="--confirm: measure with --baseline-cmd/--candidate-cmd although they differ from the "
+    "recorded commands (recorded and shown as such).",
+)
+@click.option(
+    "--measure-again",
+    "again",
+    is_flag=True,
+    default=False,
+    help="--confirm: measure again a pick whose confirmation already counts (started, aborted "
+    "or completed); recorded, and shown beside the first, which stays the campaign's gain.",
+)
 @confirm_run_options
 def final_command(
     folder: Path,
@@ -265,6 +281,8 @@ def final_command(
     baseline_cmd: str | None,
     candidate_cmd: str | None,
     trust_recorded: bool,
+    given_commands: bool,
+    again: bool,
     run: RunOptions,
 ) -> int:
     """Ingest the campaign in FOLDER, assess it, print the verdict table, the campaign's
@@ -279,10 +297,11 @@ def final_command(
     --trust-recorded-commands); its interval is reported as
     the campaign's gain, beside the pick's selected estimate (the largest of several noisy
     ones, which leans high). The run options of `round` apply to it (-n,
-    --until-decided, ...). A pick is confirmed once. Attempts that ingest rejected are named
-    under the table (file:line, field, reason [code]). Exits with assess's code (3 when an
-    integrity error blocks the campaign), else 1 when any attempt of the campaign was
-    rejected at ingest. See docs/record.md.
+    --until-decided, ...). A pick is confirmed once: a started confirmation counts, aborted or
+    completed (--measure-again measures again, recorded and shown beside the first).
+    Attempts that ingest rejected are named under the table (file:line, field, reason
+    [code]). Exits with assess's code (3 when an integrity error blocks the campaign), else 1
+    when any attempt of the campaign was rejected at ingest. See docs/record.md.
 
     \b
     Example:
@@ -300,7 +319,14 @@ def final_command(
         from pipeline.record.confirm import ConfirmRequest, confirm_campaign
 
         request = ConfirmRequest(
-            folder, run, attempt, baseline_cmd, candidate_cmd, trust_recorded=trust_recorded
+            folder,
+            run,
+            attempt,
+            baseline_cmd,
+            candidate_cmd,
+            trust_recorded=trust_recorded,
+            again=again,
+            given_commands=given_commands,
         )
         final = confirm_campaign(request, store, progress=sys.stderr.isatty(), warn=_warn)
     else:

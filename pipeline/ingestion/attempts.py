@@ -689,6 +689,7 @@ def _attempt_row(
         "sequential_sha256_first_seen": plan_first,
         "kind": doc.get("kind"),
         "confirms": doc.get("confirms"),
+        "chosen": ",".join(doc["chosen"]) if doc.get("chosen") else None,
         **_command_columns(commands),
         "commands_sha256_actual": commands_now,
         "commands_sha256_first_seen": commands_first,

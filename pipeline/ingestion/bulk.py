@@ -132,6 +132,8 @@ def fast_attempt(
         return None
     if (attempt.kind is UNSET) != (attempt.confirms is UNSET):
         return None
+    if attempt.chosen is not UNSET and attempt.kind is UNSET:
+        return None  # the precise validator names the rule
     stamps = [attempt.started_at] + ([] if attempt.declared_at is UNSET else [attempt.declared_at])
     if any(parse_timestamp(s) is None for s in stamps):
         return None

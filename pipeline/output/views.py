@@ -19,7 +19,7 @@ from pipeline.output.numbers import SUMMARY, TEXT, fmt_number, fmt_paired
 if TYPE_CHECKING:
     import polars as pl
 
-    from pipeline.assessment.accounting import Account
+    from pipeline.assessment.accounting import Account, Confirmation
     from pipeline.assessment.campaigns import AssessResult
 
 SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
@@ -281,10 +281,33 @@ def confirmation_notes(account: Account) -> list[str]:
         c = account.confirmation
         notes.append(f"{c.attempt_id} is a confirmation round of {c.confirms} (never eligible)")
     notes += [
+        f"{c.attempt_id} is a confirmation round of {c.confirms} measured again by choice after "
+        f"{account.confirmation.attempt_id} (not the campaign's gain, which counts the first): "
+        "{} ({}".format(*_measured(c))
+        for c in account.again
+        if account.confirmation is not None
+    ]
+    notes += [
         f"{a} is a confirmation round of {of}, which is not the campaign's pick (never eligible)"
         for a, of in account.other_confirmations
     ]
     return notes
+
+
+CHOSEN = {"given_commands": "measured with given commands, not the recorded ones"}
+"""How a confirmation's chosen departures read beside its interval (``again`` is said by the
+note that lists it)."""
+
+
+def _measured(c: Confirmation) -> tuple[str, str]:
+    """A confirmation's interval and what it is: ``1.95 [1.90, 2.00]`` and ``b against main,
+    6 pairs, aborted): PASS`` (its closing parenthesis included, the opening one the caller's)."""
+    interval = fmt_paired(c.estimate, c.low, c.high) or "no interval"
+    facts = [f"{c.candidate} against {c.baseline}", f"{c.n_pairs} pairs"]
+    facts += [c.status] if c.status != "completed" else []
+    facts += [CHOSEN[x] for x in c.chosen if x in CHOSEN]
+    reason = f" ({c.reason})" if c.reason else ""
+    return interval, f"{', '.join(facts)}): {c.verdict}{reason}"
 
 
 def selected_text(account: Account) -> str | None:
@@ -332,11 +355,8 @@ def gain_text(account: Account, folder: object = None) -> str:
             f"not measured again: no confirmation round of {account.target} against "
             f"{account.reference} yet{how}"
         )
-    measured = fmt_paired(c.estimate, c.low, c.high) or "no interval"
-    return (
-        f"{measured} from confirmation round {c.attempt_id} ({c.candidate} against "
-        f"{c.baseline}, {c.n_pairs} pairs): {c.verdict}" + (f" ({c.reason})" if c.reason else "")
-    )
+    interval, rest = _measured(c)
+    return f"{interval} from confirmation round {c.attempt_id} ({rest}"
 
 
 RUSAGE_PREFIX = "rusage."

@@ -12,8 +12,13 @@ in; a campaign recorded without them takes the commands as options. The target's
 (mechanism.json) is declared again before the confirmation's candidate runs, so its evidence is
 measured again too.
 
-A target that already has a completed confirmation is refused: measuring again until a
-confirmation looks good would be the search over again.
+A target confirmed once is refused: a started confirmation counts, aborted or completed
+(stopping one whose progress looks bad and measuring again would be the search over again);
+only a failed one that measured no pair (a broken command) does not. Measuring again is the
+caller's explicit choice (``again``, ``--measure-again``), recorded in attempt.json's ``chosen``
+and shown beside the first, which stays the campaign's gain. So are commands given in place of
+the recorded ones (``given_commands``, ``--with-given-commands``): without it a command other
+than the recorded one is refused, since the output would name a side whose command never ran.
 
 A recorded command is whatever attempt.json says, and a campaign folder may come from elsewhere
 (a CI artifact, a colleague's tarball): before anything runs both commands and their folders are
@@ -59,6 +64,10 @@ class ConfirmRequest:
     baseline_cmd: str | None = None
     candidate_cmd: str | None = None
     trust_recorded: bool = False
+    again: bool = False
+    """Measure again a target whose confirmation already counts (recorded: ``again``)."""
+    given_commands: bool = False
+    """Run given commands that differ from the recorded ones (recorded: ``given_commands``)."""
 
 
 TRUST_OPTION = "--trust-recorded-commands"
@@ -71,6 +80,7 @@ class _Side:
     command: str
     cwd: Path | None  # None: the recorder's folder
     recorded_by: Mapping[str, Any] | None = None  # the attempt whose record gave the command
+    given_instead: bool = False  # a given command, not the one recorded
 
     def shown(self) -> str:
         """``  baseline  main: CMD`` and the folder it runs in, escaped (text from a file)."""
@@ -98,33 +108,53 @@ def _target(request: ConfirmRequest, account: Account, attempts: pl.DataFrame) -
     return account.target
 
 
-def _refuse_a_second(target: str, attempts: pl.DataFrame, assessments: pl.DataFrame) -> None:
-    """A target confirmed once (a completed confirmation round) is not measured again."""
+def _once(
+    target: str, attempts: pl.DataFrame, assessments: pl.DataFrame, again: bool
+) -> tuple[str, ...]:
+    """A target confirmed once (a confirmation that counts: started, and not a failure that
+    measured no pair) is measured again only by choice; returns ``("again",)`` then."""
     import polars as pl
 
-    done = assessments.select("attempt_id", "status")
+    done = assessments.select("attempt_id", "status", "n_pairs")
     found = (
         attempts.filter((pl.col("kind") == "confirmation") & (pl.col("confirms") == target))
         .join(done, on="attempt_id", suffix="_assessed")
-        .filter(pl.col("status_assessed") == "completed")
+        .filter((pl.col("status_assessed") != "failed") | (pl.col("n_pairs_assessed") > 0))
+        .sort("round", "attempt_id")
     )
-    if found.height:
+    if found.height and not again:
+        first = found.row(0, named=True)
         raise UsageError(
-            f"{target} is already confirmed by {found['attempt_id'][0]}: a confirmation is "
-            "measured once (measuring again until one looks good would be the search over "
-            "again); its interval is the campaign's gain"
+            f"{target} is already confirmed by {first['attempt_id']} ({first['status_assessed']}, "
+            f"{first['n_pairs_assessed']} pairs): a started confirmation counts, aborted or "
+            "completed (stopping one that looks bad and measuring again would be the search "
+            "over again), and its interval is the campaign's gain; --measure-again measures "
+            "again, recorded as chosen and shown beside it"
         )
+    if not found.height and again:
+        raise UsageError(f"--measure-again: {target} has no confirmation that counts yet")
+    return ("again",) if again else ()
 
 
 def _side(
-    side: Side, row: Mapping[str, Any], given: str | None, option: str
+    side: Side, row: Mapping[str, Any], given: str | None, option: str, instead: bool
 ) -> tuple[_Side, str | None]:
-    """A side's label, command and folder: the command given, else the recorded one; the
-    second value names what is missing (None: nothing)."""
+    """A side's label, command and folder: the recorded one, else the command given; the
+    second value names what is missing (None: nothing). A given command other than the
+    recorded one is refused unless ``instead`` (--with-given-commands)."""
     label = row[side]
-    if given is not None:
-        return _Side(side, label, given, None), None
     command, cwd = row.get(f"{side}_command"), row.get(f"{side}_cwd")
+    if given is not None and command is None:
+        return _Side(side, label, given, None), None
+    if given is not None and given != command:
+        if not instead:
+            raise UsageError(
+                f"{option} {inert(repr(given))}: {row['attempt_id']} recorded "
+                f"{inert(repr(command))} for {inert(repr(label))}, and the output would say "
+                f"{inert(repr(label))} was measured; give --with-given-commands to measure "
+                "with given commands (recorded and shown as such)"
+            )
+        return _Side(side, label, given, None, given_instead=True), None
     if command is None:
         return _Side(side, label, "", None), f"{option} CMD (the command of {label!r})"
     return _Side(side, label, command, Path(cwd) if cwd else None, row), None
@@ -134,8 +164,13 @@ def _sides(
     request: ConfirmRequest, reference: Mapping[str, Any], target: Mapping[str, Any]
 ) -> tuple[_Side, _Side]:
     """The reference baseline (from the campaign's first round) and the target's candidate."""
-    baseline, missing_b = _side("baseline", reference, request.baseline_cmd, "--baseline-cmd")
-    candidate, missing_c = _side("candidate", target, request.candidate_cmd, "--candidate-cmd")
+    instead = request.given_commands
+    baseline, missing_b = _side(
+        "baseline", reference, request.baseline_cmd, "--baseline-cmd", instead
+    )
+    candidate, missing_c = _side(
+        "candidate", target, request.candidate_cmd, "--candidate-cmd", instead
+    )
     missing = [m for m in (missing_b, missing_c) if m]
     if missing:
         raise UsageError(
@@ -190,6 +225,7 @@ def _round_request(
     target: str,
     attempts: pl.DataFrame,
     warn: Callable[[str], None] | None,
+    chosen: tuple[str, ...],
 ) -> RoundRequest:
     from pipeline.record.rounds import RoundRequest, next_round
 
@@ -198,6 +234,8 @@ def _round_request(
     first = min(rounds, key=lambda r: (r["round"], r["attempt_id"]))
     baseline, candidate = _sides(request, first, rows[target])
     _check_recorded((baseline, candidate), request.trust_recorded)
+    if baseline.given_instead or candidate.given_instead:
+        chosen += ("given_commands",)
     mechanism = request.campaign_dir / target / MECHANISM_FILE
     run = dataclasses.replace(
         request.run, mechanism_file=mechanism if mechanism.is_file() else None
@@ -219,6 +257,7 @@ def _round_request(
         run=run,
         attempt_id=attempt_id,
         confirms=target,
+        chosen=chosen,
         cwds=cwds,
     )
 
@@ -257,9 +296,9 @@ def confirm_campaign(
     if account is None or attempts.is_empty():
         raise UsageError(f"campaign {cid!r}: no round to confirm yet")
     target = _target(request, account, attempts)
-    _refuse_a_second(target, attempts, before.assess.assessments)
+    chosen = _once(target, attempts, before.assess.assessments, request.again)
     recorded = record_round(
-        _round_request(request, target, attempts, warn), progress=progress, warn=warn
+        _round_request(request, target, attempts, warn, chosen), progress=progress, warn=warn
     )
     after = final_campaign(request.campaign_dir, store)
     return dataclasses.replace(after, confirmed=recorded)

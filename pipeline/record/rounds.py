@@ -98,6 +98,8 @@ class RoundRequest:
     attempt_id: str | None = None
     confirms: str | None = None
     """A confirmation round (campaign final --confirm): the attempt it measures again."""
+    chosen: tuple[str, ...] = ()
+    """A confirmation round: what the caller chose against the rule (attempt.json's chosen)."""
     cwds: Mapping[Side, Path] = field(default_factory=dict)
     """A side's working directory where it is not the recorder's (a confirmation runs each side
     where the campaign recorded it)."""
@@ -359,6 +361,8 @@ def _recorded(request: RoundRequest, settings: RunSettings) -> dict[str, Any]:
     found: dict[str, Any] = {"commands": commands}
     if request.confirms is not None:
         found |= {"kind": "confirmation", "confirms": request.confirms}
+        if request.chosen:
+            found["chosen"] = list(request.chosen)
     return found
 
 
