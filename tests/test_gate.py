@@ -192,7 +192,7 @@ random.seed(os.environ['EXPLAIN_SIDE'] + os.environ['EXPLAIN_REPETITION'])  # se
 slow = float(sys.argv[2])
 load = random.lognormvariate(0, 0.02)
 benchmarks = [
-    {"fullname": f"bench/test_x.py::test_{k}",
+    {"fullname": f"test_x.py::test_{k}",
      "stats": {"median": 0.001 * (k + 1) * load * random.lognormvariate(0, 0.01)
                * (slow if k == 1 else 1.0)}}
     for k in range(3)

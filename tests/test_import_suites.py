@@ -217,7 +217,7 @@ def test_damaged_and_foreign_files_are_clear_errors(
     assert "Traceback" not in err
 
 
-def test_pytest_node_ids_lose_their_folders_unless_two_would_clash(
+def test_pytest_names_are_node_ids_from_the_rootdir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     suite = "def test_x(benchmark):\n    benchmark(sum, range(10))\n"
@@ -251,9 +251,9 @@ def test_pytest_node_ids_lose_their_folders_unless_two_would_clash(
     )
     line = _line(["pytest-benchmark", str(tmp_path / "out.json")], capsys)
     assert sorted(line["breakdown"]["all"]) == [  # type: ignore[index]
+        "a/test_other.py::test_x",  # its folder kept although no other file shares its name
         "a/test_same.py::test_x",
         "b/c/test_same.py::test_x",
-        "test_other.py::test_x",
     ]
 
 

@@ -115,7 +115,7 @@ def test_a_huge_real_gain_stops_at_the_first_look_with_pass(
 ) -> None:
     folder = start(tmp_path / "seq", capsys, *SEQUENTIAL)
     code, out, err = run_main(round_args(folder, SLOW, FAST, "--until-decided"), capsys)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "round r001: look 1 at 6 pairs: PASS; stop (pass) (at most 40)\n")
     plan = attempt_json(folder / "r001")["sequential"]
     assert plan == {
         "first_look": 6,
@@ -169,7 +169,7 @@ def test_ab_until_decided_freezes_sequential_t_and_says_why_it_stopped(
     code, out, err = run_main(
         ["ab", SLOW, FAST, "--warmup", "0", "--until-decided", "--keep", str(kept)], capsys
     )
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "round r001: look 1 at 6 pairs: PASS; stop (pass) (at most 40)\n")
     policy = json.loads((kept / "campaign.json").read_text())["policy"]
     assert (policy["interval"], policy["decision"]) == (sequential.METHOD, "paired")
     assert "until decided: PASS reached at 6 repetitions" in out

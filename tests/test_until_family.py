@@ -185,7 +185,7 @@ import json, os, random, sys
 random.seed(os.environ['EXPLAIN_SIDE'] + os.environ['EXPLAIN_REPETITION'])  # seeded: same draws
 load = random.lognormvariate(0, 0.001)
 benchmarks = [
-    {"fullname": f"bench/test_x.py::test_{k}",
+    {"fullname": f"test_x.py::test_{k}",
      "stats": {"median": 0.001 * (k + 1) * load * random.lognormvariate(0, 0.001)
                * (float(sys.argv[2]) if k == 1 else 1.0)}}
     for k in range(4)

@@ -12,7 +12,9 @@ scale). The harness's own numbers become counters named ``BENCHMARK:NAME``: Goog
 counters (median over repetitions), numeric pytest-benchmark ``extra_info`` values, and pyperf
 benchmarks whose unit is not seconds (``--track-memory``: ``BENCHMARK:byte``).
 
-Names are kept as the harness writes them, except that control characters (which no terminal or
+Names are kept as the harness writes them (pytest-benchmark's ``fullname``: the test's node id,
+its path relative to pytest's rootdir, so the same test has the same name in two checkouts of
+one repository whatever else either holds), except that control characters (which no terminal or
 report shows) are written as ``\\xNN`` escapes, deterministically, so both sides get the same
 names. A benchmark the harness reports as failed fails the whole run: a missing region would count
 0 on that side, an "infinite speedup".
@@ -135,31 +137,15 @@ def _counters(benchmark: str, values: Mapping[str, Iterable[Decimal]]) -> dict[s
 # -------------------------------------------------------------------------- pytest-benchmark
 
 
-def short_node_id(fullname: str) -> str:
-    """``bench/old/test_x.py::test_y[3]`` -> ``test_x.py::test_y[3]``: the test's node id without
-    the folders, which differ when the two sides run from different checkouts or folders."""
-    where, sep, test = fullname.partition("::")
-    return where.rsplit("/", 1)[-1] + sep + test
-
-
 def _pytest_benchmark(path: Path, doc: Any) -> list[Benchmark]:
     items = _list(path, "pytest-benchmark", doc)
-    full = [
-        _name(
-            path,
-            f"benchmarks[{i}].fullname",
-            x.get("fullname", x.get("name")) if isinstance(x, dict) else None,
-        )
-        for i, x in enumerate(items)
-    ]
-    short = [short_node_id(name) for name in full]
     out = []
     for index, item in enumerate(items):
+        given = item.get("fullname", item.get("name")) if isinstance(item, dict) else None
+        name = _name(path, f"benchmarks[{index}].fullname", given)
         stats = item.get("stats")
         if not isinstance(stats, dict):
             raise fail(path, None, f'benchmarks[{index}]: expected an object with "stats"')
-        # two tests of the same file name in different folders keep their whole node ids
-        name = short[index] if short.count(short[index]) == 1 else full[index]
         extra = item.get("extra_info") or {}
         numbers = (
             {k: [v] for k, v in extra.items() if isinstance(v, Decimal)}

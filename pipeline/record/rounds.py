@@ -49,6 +49,7 @@ from pipeline.contract.policy import policy_sha256, sequential_sha256, with_defa
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.ingestion.validate import Document, validate_campaign, validate_document
 from pipeline.record import environment, until
+from pipeline.record import progress as progress_lines
 from pipeline.record.measure import (
     RESULTS_PLACEHOLDER,
     check_options,
@@ -423,6 +424,7 @@ class _Decider:
     campaign: Document
     attempt: _Attempt
     mechanism: bytes | None
+    say: Callable[[str], None] = lambda text: None  # stderr: one line per look
     looks: list[int] = field(default_factory=list)
     last: until.Look | None = None
 
@@ -456,6 +458,18 @@ class _Decider:
             f"{time.perf_counter() - clock:.3f} s)\n"
         )
         log.flush()
+        ahead = None if found.stop else progress_lines.next_look(self.plan.looks, repetitions)
+        self.say(
+            progress_lines.look_line(
+                self.attempt.document["attempt_id"],
+                len(self.looks),
+                found.pairs,
+                verdict,
+                _going(found.stop, found.why),
+                ahead,
+                self.plan.max_pairs,
+            )
+        )
         return found.stop is not None
 
     def mark(self, stopped: until.Stopped) -> None:
@@ -495,8 +509,10 @@ def _execute_runs(
     bar: tqdm,
     watch: _Watch,
     decider: _Decider | None = None,
+    ticker: progress_lines.Ticker | None = None,
 ) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
+    runs = failed = 0
     folders = _run_folders(scratch, settings)
     with (
         (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log,
@@ -510,6 +526,9 @@ def _execute_runs(
             _log_run(log, "warm-up", side, result)
             watch.saw("warm-up", side, result)
             bar.update(1)
+            runs, failed = runs + 1, failed + (result.status != "ok")
+            if ticker is not None:
+                ticker.tick(runs, lambda: 0, failed)
         watch.after_warmup(request.run.warmup)
         for slot in slots:
             if watch.stopped:
@@ -526,6 +545,9 @@ def _execute_runs(
             shown = f"{result.metric:.4g}" if result.metric is not None else "failed"
             bar.set_postfix_str(f"rep {slot.repetition} {slot.side} {shown}", refresh=False)
             bar.update(1)
+            runs, failed = runs + 1, failed + (result.status != "ok")
+            if ticker is not None:
+                ticker.tick(runs, lambda: _pairs(lines), failed)
             pair_done = slot.order == 1 and not watch.stopped
             if decider and pair_done and decider.after(lines, slot.repetition + 1, log):
                 break
@@ -535,11 +557,19 @@ def _execute_runs(
 
 
 def record_round(
-    request: RoundRequest, *, progress: bool = False, warn: Callable[[str], None] | None = None
+    request: RoundRequest,
+    *,
+    progress: bool = False,
+    warn: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    interval: float = progress_lines.INTERVAL,
 ) -> RoundResult:
     """Run one round and write its attempt folder (see the module docstring). ``warn`` gets the
-    message about the first failed run (the end of its stderr) as soon as it fails, and the note
-    that a suite in a campaign deciding its metric alone gets no verdict per benchmark."""
+    message about the first failed run (the end of its stderr) as soon as it fails, the note
+    that a suite in a campaign deciding its metric alone gets no verdict per benchmark, and the
+    progress lines (pipeline/record/progress.py: one per look, or every ``interval`` seconds of
+    ``clock`` for a fixed round without a progress bar, ``progress`` False), and the benchmarks
+    one side only measured."""
     campaign, run = read_campaign_json(request.campaign_dir), request.run
     note = per_benchmark_note(campaign.data["policy"], run)
     if note is not None and warn is not None:
@@ -586,7 +616,7 @@ def record_round(
         started = until.sequential_object(plan, [], "interrupted")
         extra |= {"sequential_sha256": sequential_sha256(started), "sequential": started}
     attempt = _create(request, attempt_id, number, seed, mechanism, extra)
-    decider = None if plan is None else _Decider(plan, campaign, attempt, mechanism)
+    say = warn or (lambda text: None)
     total = len(slots) + 2 * run.warmup
     bar = tqdm(
         total=total,
@@ -597,10 +627,18 @@ def record_round(
         leave=False,
     )
     scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
-    watch = _Watch(attempt.folder / RUNS_LOG, _beside(bar, warn or (lambda text: None)))
+    watch = _Watch(attempt.folder / RUNS_LOG, _beside(bar, say))
+    decider = (
+        None if plan is None else _Decider(plan, campaign, attempt, mechanism, _beside(bar, say))
+    )
+    ticker = None
+    if plan is None and not progress and warn is not None:  # on a terminal the bar says it
+        ticker = progress_lines.Ticker(say, attempt_id, total, interval, clock)
     try:
         with bar, _sigterm_interrupts():
-            lines = _execute_runs(attempt, settings, request, slots, scratch, bar, watch, decider)
+            lines = _execute_runs(
+                attempt, settings, request, slots, scratch, bar, watch, decider, ticker
+            )
     except KeyboardInterrupt:
         with (attempt.folder / RUNS_LOG).open("a", encoding="utf-8") as log:
             log.write(f"{timestamp(now())}  interrupted: the attempt stays aborted\n")
@@ -609,6 +647,8 @@ def record_round(
         ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if run.measure.suite is not None and (text := progress_lines.unmatched(lines)) is not None:
+        say(text)
     usable = _pairs(lines) and watch.stopped is None
     attempt.document["status"] = "completed" if usable else "failed"
     if decider is not None and decider.last is not None and decider.last.stop is not None:
