@@ -486,6 +486,7 @@ def campaign_tables(draw: CampaignDraw) -> dict[str, pl.DataFrame]:
             "source_dir": [f"(calibrate, in memory)/{cid}/{a}" for a in ids],
             "order_seed": pl.Series([d.get("order_seed") for d in docs], dtype=pl.Int64),
             "sequential_sha256_first_seen": NO_PLAN,  # fixed-n rounds: no stopping plan
+            "commands_sha256_first_seen": NO_PLAN,  # simulated rounds record no commands
             "n_pairs": repetitions,  # every simulated run is ok
         }
     )
