@@ -178,3 +178,30 @@ def test_a_tampered_policy_is_refused_before_any_run(campaign: Path, tmp_path: P
     assert "the policy was changed after the campaign started; nothing was run" in done.stderr
     assert not marker.exists()
     assert sorted(p.name for p in campaign.iterdir()) == ["campaign.json"]
+
+
+def test_a_round_after_the_largest_round_number_is_refused_before_any_run(
+    campaign: Path, tmp_path: Path
+) -> None:
+    """An attempt numbered 2**63 - 1 leaves no next number: before the fix the round ran every
+    repetition and wrote r9223372036854775808, which ingest rejects (the runs were lost)."""
+    done = explain(
+        "round", str(campaign), "--baseline", "a", "--candidate", "b",
+        "--baseline-cmd", OK, "--candidate-cmd", OK, "-n", "1", "--warmup", "0",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    attempt = campaign / "r001" / "attempt.json"
+    document = json.loads(attempt.read_text())
+    document["round"] = 2**63 - 1
+    attempt.write_text(json.dumps(document))
+    mark = tmp_path / "MARK"
+    done = explain(
+        "round", str(campaign), "--baseline", "a", "--candidate", "b",
+        "--baseline-cmd", OK, "--candidate-cmd", python(f"open({str(mark)!r}, 'w')"),
+        "-n", "1", "--warmup", "0",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f'{attempt}: field "round": 9223372036854775807 leaves no next' in done.stderr
+    assert "nothing was run" in done.stderr
+    assert not mark.exists()
+    assert sorted(p.name for p in campaign.iterdir()) == ["campaign.json", "r001"]

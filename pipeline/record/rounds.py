@@ -34,7 +34,7 @@ from tqdm import tqdm
 from pipeline.assessment import stopping
 from pipeline.assessment.sequential import Schedule
 from pipeline.atomic import LineAppender, dump_json, write_atomic
-from pipeline.contract.declare import schema_id
+from pipeline.contract.declare import bounds, schema_id
 from pipeline.contract.inert import inert
 from pipeline.contract.layout import (
     ATTEMPT_FILE,
@@ -163,16 +163,26 @@ def read_campaign_json(folder: Path) -> Document:
 
 
 def next_round(campaign_dir: Path) -> int:
-    """1 + the largest ``round`` of the campaign's attempts (unreadable ones are skipped)."""
-    rounds = [0]
+    """1 + the largest ``round`` of the campaign's attempts (unreadable ones are skipped).
+
+    Refused when that number is above the contract's largest round: the round would run every
+    repetition and then be rejected by ingest, its runs lost."""
+    rounds = [(0, campaign_dir)]
     for path in campaign_dir.glob(f"*/{ATTEMPT_FILE}"):
         if path.parent.name.startswith("."):
             continue
         with contextlib.suppress(OSError, ValueError):
             value = json.loads(path.read_text(encoding="utf-8")).get("round")
             if isinstance(value, int) and not isinstance(value, bool):
-                rounds.append(value)
-    return max(rounds) + 1
+                rounds.append((value, path))
+    largest, where = max(rounds, key=lambda pair: pair[0])
+    problem = bounds("attempt", "round").problem(largest + 1)
+    if problem is not None:
+        raise UsageError(
+            f'{where}: field "round": {largest} leaves no next round number (a round number '
+            f"{problem}); nothing was run"
+        )
+    return largest + 1
 
 
 def _mechanism(request: RoundRequest, campaign: Document) -> bytes | None:
