@@ -187,7 +187,7 @@ def test_a_round_after_the_largest_round_number_is_refused_before_any_run(
     repetition and wrote r9223372036854775808, which ingest rejects (the runs were lost)."""
     done = explain(
         "round", str(campaign), "--baseline", "a", "--candidate", "b",
-        "--baseline-cmd", OK, "--candidate-cmd", OK, "-n", "1", "--warmup", "0",
+        "--baseline-cmd", OK, "--candidate-cmd", OK, "-n", "5", "--warmup", "0",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     attempt = campaign / "r001" / "attempt.json"
@@ -198,7 +198,7 @@ def test_a_round_after_the_largest_round_number_is_refused_before_any_run(
     done = explain(
         "round", str(campaign), "--baseline", "a", "--candidate", "b",
         "--baseline-cmd", OK, "--candidate-cmd", python(f"open({str(mark)!r}, 'w')"),
-        "-n", "1", "--warmup", "0",
+        "-n", "5", "--warmup", "0",
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert f'{attempt}: field "round": 9223372036854775807 leaves no next' in done.stderr
