@@ -42,3 +42,21 @@ def test_a_non_finite_policy_number_is_a_usage_error_naming_the_option(
     assert f"Invalid value for '{option}': must be a finite number, got '{value}'." in err
     assert "campaign.json" not in err and out == ""
     assert list(tmp_path.iterdir()) == []  # nothing written, nothing run
+
+
+def test_import_batch_shows_a_skipped_file_name_inert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A skipped file's name is free text from the disk: before, its line feed and the
+    `::error` after it reached stderr raw, a workflow command for a CI runner."""
+    campaign = Path(__file__).parent / "fixtures" / "import" / "kineto" / "campaign"
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("baseline-r0-a.json.gz", "candidate-r0-a.json.gz"):
+        (folder / name).write_bytes((campaign / name).read_bytes())
+    (folder / "notes\n::error title=x::hacked").write_text("not a trace")
+    code, out, err = run_main(["import", "kineto", "--batch", str(folder)], capsys)
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+    assert not [line for line in err.splitlines() if line.lstrip().startswith("::")], err
+    assert "notes\\n::error title=x::hacked: file name does not match" in err
