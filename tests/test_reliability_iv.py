@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_example_campaign
 
+from pipeline import ExplainError, assess, ingest, open_store
 from pipeline.cli import main
 
 
@@ -60,3 +62,17 @@ def test_import_batch_shows_a_skipped_file_name_inert(
     assert len(out.splitlines()) == 2
     assert not [line for line in err.splitlines() if line.lstrip().startswith("::")], err
     assert "notes\\n::error title=x::hacked: file name does not match" in err
+
+
+def test_open_store_of_a_missing_path_raises_and_creates_nothing(tmp_path: Path) -> None:
+    """Before: open_store("typo") returned a store, assess created typo/.lock and
+    typo/.store-format and gave empty results, though docs/python.md says a store that cannot
+    be read raises."""
+    typo = tmp_path / "typo"
+    with pytest.raises(ExplainError, match=r"^no store at .*typo \(run `explain-pipeline ingest`"):
+        assess(open_store(typo))
+    assert not typo.exists()
+    write_example_campaign(tmp_path / "attempts")
+    new = tmp_path / "new" / "store"
+    assert ingest(tmp_path / "attempts", open_store(new, create=True)).exit_code == 0
+    assert assess(open_store(new), "c1").assessments.height == 2
