@@ -9,7 +9,9 @@ import pytest
 from conftest import write_example_campaign
 
 from pipeline import ExplainError, assess, ingest, open_store
+from pipeline.assessment.accounting import Account
 from pipeline.cli import main
+from pipeline.output.views import accounting_text
 
 
 def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -76,3 +78,39 @@ def test_open_store_of_a_missing_path_raises_and_creates_nothing(tmp_path: Path)
     new = tmp_path / "new" / "store"
     assert ingest(tmp_path / "attempts", open_store(new, create=True)).exit_code == 0
     assert assess(open_store(new), "c1").assessments.height == 2
+
+
+@pytest.mark.parametrize(
+    ("rounds", "expected", "gated", "said"),
+    [
+        (4, 0.03, False, "identical code would PASS about 0.03 rounds of these 4 (r; "),
+        (7, 0.04, True, "identical code would PASS at most about 0.04 rounds of these 7 (r; "),
+        (1, 0.03, False, "identical code would PASS about 0.03 rounds of this one (r; "),
+        (2, 0.0, True, "identical code would PASS none of these 2 (r; "),
+    ],
+)
+def test_the_accounting_says_a_count_of_rounds(
+    rounds: int, expected: float, gated: bool, said: str
+) -> None:
+    """Before: "would PASS about 0.03 of them", which reads as a fraction of the rounds."""
+    account = Account(
+        campaign_id="c",
+        decision="paired",
+        rounds=rounds,
+        passes=1,
+        expected=expected,
+        rule="r",
+        spread=0.03,
+        side_spread=None,
+        explanation_gate=gated,
+        reference=None,
+        chained=False,
+        target=None,
+        target_rule="best",
+        target_row=None,
+        chain=(),
+        chain_estimate=None,
+        confirmation=None,
+        other_confirmations=(),
+    )
+    assert f"1 of {rounds} rounds PASS; {said}" in accounting_text(account)
