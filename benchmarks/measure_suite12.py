@@ -210,7 +210,7 @@ def verdicts(out: Path) -> pl.DataFrame:
         if not folders:
             continue
         with tempfile.TemporaryDirectory(prefix="suite12-") as scratch:
-            store = api.open_store(Path(scratch) / "store")
+            store = api.open_store(Path(scratch) / "store", create=True)
             for folder in folders:
                 api.ingest(folder, store)
             result = api.assess(store, what_if={"decide": "regions"}, write=False)

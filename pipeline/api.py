@@ -25,19 +25,23 @@ from pipeline.engines import Engine
 from pipeline.ingestion.attempts import IngestReport
 from pipeline.ingestion.attempts import ingest as _ingest
 from pipeline.store.query import run_sql
-from pipeline.store.tables import Store, resolve_store_path
+from pipeline.store.tables import Store
 
 PathLike = str | os.PathLike[str]
 
 
-def open_store(path: PathLike | None = None) -> Store:
+def open_store(path: PathLike | None = None, *, create: bool = False) -> Store:
     """The store at ``path``; default ``$EXPLAIN_STORE``, else ``./.explain-store``.
 
-    The folder need not exist yet: the first :func:`ingest` creates it. Opening a store whose last
-    write was interrupted after its commit point finishes that write (see docs/contract.md, the
-    store).
+    A path that holds no store raises ``ExplainError`` (``no store at ...``, as the commands
+    say) and nothing is created, so a mistyped path is not an empty store. ``create=True``
+    opens a store to be made: the folder need not exist yet, the first :func:`ingest` creates
+    it. Opening a store whose last write was interrupted after its commit point finishes that
+    write (see docs/contract.md, the store).
     """
-    return Store(resolve_store_path(path))
+    if create:
+        return Store.open(path)
+    return Store.open_existing(path)
 
 
 def ingest(

@@ -172,7 +172,7 @@ def odd_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """A store whose one campaign has an id that engines guess as a number or a date."""
     root = tmp_path_factory.mktemp("odd")
     write_example_campaign(root / "attempts", request.param, attempts=["r001"], repetitions=5)
-    store = open_store(root / "store")
+    store = open_store(root / "store", create=True)
     assert ingest(root / "attempts", store).exit_code == 0
     return root / "store"
 
@@ -321,7 +321,7 @@ def test_the_api_passes_an_engine_through(tmp_path: Path) -> None:
             return super().map(fn, work)
 
     write_example_campaign(tmp_path / "attempts")
-    store = open_store(tmp_path / "store")
+    store = open_store(tmp_path / "store", create=True)
     assert ingest(tmp_path / "attempts", store, engine=Counting()).exit_code == 0
     after_ingest = Counting.calls
     result = assess(store, "c1", engine=Counting())

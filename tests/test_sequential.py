@@ -252,6 +252,21 @@ def test_futility_stops_hopeless_rounds_only() -> None:
     assert sequential.predictive_power(6, 0.0, 0.04, **low_gate) < 0.5
 
 
+def test_at_a_gate_of_0_pct_a_spread_free_mean_of_0_cannot_pass() -> None:
+    """PASS needs low > 1, so identical deterministic commands (every log-ratio 0) under
+    --min-improvement-pct 0 are futile at the first look; before, mean >= target counted 0 as
+    reaching the gate and the round ran all 40 pairs. The same at the last look (n = N), where
+    the final low is mean - c sd / sqrt(N)."""
+    kw: dict[str, Any] = {"gate": 1.0, "plan": sequential.Schedule(6, 2, 40), "confidence": 0.95}
+    assert sequential.predictive_power(6, 0.0, 0.0, **kw) == 0.0
+    assert sequential.futile(6, 0.0, 0.0, **kw)
+    assert sequential.predictive_power(6, 1e-12, 0.0, **kw) == 1.0  # any gain passes
+    assert not sequential.futile(6, 1e-12, 0.0, **kw)
+    half = sequential.boundary(6, 2, 40, 0.95) * 0.04 / math.sqrt(40)
+    assert sequential.predictive_power(40, half, 0.04, **kw) == 0.0  # low exactly 1
+    assert sequential.predictive_power(40, half * 1.001, 0.04, **kw) == 1.0
+
+
 def test_the_tests_pinned_constants_are_the_recipes() -> None:
     """tests/fixtures/sequential_constants.json (the constants a test session starts its cache
     with, tests/conftest.py): of the recipe in force, each where a constant must lie, and the

@@ -176,6 +176,23 @@ def test_ab_until_decided_freezes_sequential_t_and_says_why_it_stopped(
     assert f"(decided by the paired rule, interval {sequential.METHOD}, gate 1 %" in out
 
 
+def test_identical_deterministic_commands_at_a_gate_of_0_pct_stop_at_the_first_look(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every log-ratio 0, no spread: PASS needs low > 1, out of reach; before, the round ran
+    all 40 pairs (the futility rule counted a mean equal to the gate as reaching it)."""
+    same = workload("wobble=0")
+    code, out, err = run_main(
+        ["ab", same, same, "--warmup", "0", "--until-decided", "--min-improvement-pct", "0"],
+        capsys,
+    )
+    assert code == 5, err  # FAIL (within_noise): not PASS
+    assert err == (
+        "round r001: look 1 at 6 pairs: FAIL (within_noise); stop (futility) (at most 40)\n"
+    )
+    assert "until decided: PASS out of reach by the maximum (futility) at 6 repetitions" in out
+
+
 def test_an_interrupted_round_says_interrupted_and_keeps_its_looks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

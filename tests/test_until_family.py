@@ -67,6 +67,30 @@ def test_a_certain_final_mean_decides_or_not() -> None:
     assert float(far) == 0.0  # 2% faster: above the margin, below the gate, forever
 
 
+def test_a_certain_final_mean_on_a_gate_of_0_pct_is_not_improved() -> None:
+    """The strict halves of contract §15's rule (improved needs low > 1, regressed high < 1)
+    where the final mean is certain. At zero spread a mean of 0 is unchanged (decided, low =
+    high = 1), never improved; at the last look, a mean whose final low is exactly 1 (or high
+    exactly 1) under a margin of 0 is decided by nothing (before: counted as improved or
+    regressed, chance 1)."""
+    zero = family.decision_chances(12, 0.0, 0.0, 4.0, max_pairs=40, gate_pct=0.0, margin_pct=0.0)
+    assert float(zero) == 1.0  # unchanged, as verdict_rule says of [1, 1]
+    half = 4.0 * 0.1 / math.sqrt(40)
+    edge = family.decision_chances(
+        [40, 40, 40, 40],
+        [half, -half, half * 1.001, -half * 1.001],
+        0.1,
+        4.0,
+        max_pairs=40,
+        gate_pct=0.0,
+        margin_pct=0.0,
+    )
+    assert edge.tolist() == [0.0, 0.0, 1.0, 1.0]
+    rule = pl.DataFrame({"low": [1.0, math.exp(-2 * half)], "high": [math.exp(2 * half), 1.0]})
+    verdicts = rule.select(family.verdict_rule(pl.lit(0.0), pl.lit(0.0))).to_series().to_list()
+    assert verdicts == ["inconclusive", "inconclusive"]  # what the chance of 0 stands for
+
+
 def _members(rows: list[tuple[str, float | None, float | None, float | None]]) -> pl.DataFrame:
     return pl.DataFrame(
         {

@@ -256,7 +256,9 @@ def decision_chances(
     ``ln M = ln(1 + margin_pct / 100)`` and ``ln g = ln(max(1 + gate_pct / 100, 1))``, the final
     mean decides at most ``−ln M − h`` (regressed), at least ``ln g + h`` (improved), or within
     ``[−ln M + h, ln M − h]`` (unchanged); the chance is the normal mass of that union. Where
-    the final mean is certain (``sd = 0`` or ``n ≥ N``): 1 if ``mean`` is in it, else 0."""
+    the final mean is certain (``sd = 0`` or ``n ≥ N``): 1 if ``mean`` is in it, else 0, with
+    the strict halves of ``verdict_rule`` (improved needs ``low > 1``: ``mean > h``; regressed
+    ``high < 1``: ``mean < −h``), so a mean exactly on a gate of 0 % is not improved."""
     from scipy.special import ndtr
 
     n_, mean_, sd_, c_ = np.broadcast_arrays(
@@ -276,7 +278,9 @@ def decision_chances(
             + np.maximum(ndtr((same_high - mean_) / spread) - ndtr((same_low - mean_) / spread), 0)
         )
     inside = (
-        (mean_ <= regressed) | (mean_ >= improved) | ((same_low <= mean_) & (mean_ <= same_high))
+        ((mean_ <= regressed) & (mean_ < -half))
+        | ((mean_ >= improved) & (mean_ > half))
+        | ((same_low <= mean_) & (mean_ <= same_high))
     )
     return np.where(spread == 0, inside.astype(np.float64), np.minimum(chance, 1.0))
 

@@ -158,7 +158,9 @@ def predictive_powers(
     future pairs' mean ``~ Normal(theta, sd^2 / (N - n))`` and ``theta ~ Normal(mean, sd^2 / n)``,
     is ``Normal(mean, sd^2 * (N - n) / (N * n))``; so the chance is
     ``Phi((mean - b) / (sd * sqrt((N - n) / (N * n))))``; ``sd = 0`` or ``n >= N``: 1 if
-    ``mean >= b`` else 0. ``mean`` and ``sd`` (ddof 1) are those of the metric's log-ratios at
+    ``mean >= b`` and ``mean > c * sd / sqrt(N)`` (the final ``low`` above 1, which PASS also
+    needs: at a gate of 0 % a mean of exactly 0 cannot pass) else 0. ``mean`` and ``sd`` (ddof
+    1) are those of the metric's log-ratios at
     ``n`` pairs (arrays of one shape, or scalars); ``gate`` is ``1 + min_improvement_pct / 100``.
 
     Unlike the conditional power under the current estimate (``theta = mean``), it does not
@@ -169,12 +171,14 @@ def predictive_powers(
 
     c, max_pairs = plan.boundary(confidence), plan.max_pairs
     n_, mean_, sd_ = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (n, mean, sd)))
-    target = math.log(max(gate, 1.0)) + c * sd_ / math.sqrt(max_pairs)
+    half = c * sd_ / math.sqrt(max_pairs)
+    target = math.log(max(gate, 1.0)) + half
     left = max_pairs - n_
     certain = (left <= 0) | (sd_ == 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (mean_ - target) / (sd_ * np.sqrt(np.maximum(left, 0.0) / (max_pairs * n_)))
-    return np.where(certain, (mean_ >= target).astype(np.float64), ndtr(z))
+    passes = (mean_ >= target) & (mean_ > half)
+    return np.where(certain, passes.astype(np.float64), ndtr(z))
 
 
 def predictive_power(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -147,14 +148,26 @@ def declared_range(kind: DocumentKind, *path: str) -> Any:
     return click_range(bounds(kind, *path))
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A FloatRange that refuses nan and the infinities: nan compares false with both bounds,
+    so click's range lets it through, and a document field (JSON) can only hold a finite
+    number."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not math.isfinite(click.FLOAT.convert(value, param, ctx)):
+            self.fail(f"must be a finite number, got {value!r}.", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def click_range(limits: Bounds) -> Any:
-    """The click range of declared bounds (an IntRange when they are integers)."""
+    """The click range of declared bounds (an IntRange when they are integers, else a range of
+    finite numbers)."""
     low, high, low_open, high_open = limits.low, limits.high, limits.low_open, limits.high_open
     if limits.integer:
         low_int = None if low is None else int(low)
         high_int = None if high is None else int(high)
         return click.IntRange(low_int, high_int, min_open=low_open, max_open=high_open)
-    return click.FloatRange(low, high, min_open=low_open, max_open=high_open)
+    return FiniteFloatRange(low, high, min_open=low_open, max_open=high_open)
 
 
 def declared_choice(kind: DocumentKind, *path: str) -> click.Choice:

@@ -16,6 +16,7 @@ from pipeline.cli.common import (
     option_group,
     output_option,
 )
+from pipeline.contract.inert import inert
 from pipeline.errors import ExitCode, UsageError
 from pipeline.importers import (
     DEFAULT_NAME_PATTERN,
@@ -178,9 +179,9 @@ def import_command(
             output=target,
             options=options,
         )
-        click.echo(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}", err=True)
+        said(f"imported {len(lines)} runs from {folder} -> {target or 'stdout'}")
         for note in notes:
-            click.echo(f"note: {note}", err=True)
+            said(f"note: {note}")
         return ExitCode.OK
     if name_pattern is not None:
         raise UsageError("--name-pattern goes with --batch FOLDER")
@@ -196,14 +197,19 @@ def import_command(
         options=options,
     )
     steps = len(line.get("breakdown", {}))
-    click.echo(
+    said(
         f"imported {imported.provenance}: {steps} steps, "
-        f"{len(line.get('counters', {}))} counters -> {target or 'stdout'}",
-        err=True,
+        f"{len(line.get('counters', {}))} counters -> {target or 'stdout'}"
     )
     for note in imported.notes:
-        click.echo(f"note: {note}", err=True)
+        said(f"note: {note}")
     return ExitCode.OK
+
+
+def said(line: str) -> None:
+    """One line on stderr; it names files (a name may hold a line break and a workflow
+    command), so it is inert."""
+    click.echo(inert(line), err=True)
 
 
 COMMANDS: list[click.Command] = [import_command]

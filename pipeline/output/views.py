@@ -259,7 +259,9 @@ def about(value: float) -> str:
 
 
 def accounting_text(account: Account) -> str:
-    """``3 of 7 rounds PASS; identical code would PASS about 1.6 of them (...)``."""
+    """``3 of 7 rounds PASS; identical code would PASS about 1.6 rounds of these 7 (...)``: the
+    expected PASSes are a count of rounds, so the line says so (``about 0.03 of them`` read as
+    a fraction)."""
     head = f"{account.passes} of {account.rounds} rounds PASS"
     if account.expected is None:
         return f"{head}; identical code: not estimated ({account.rule})"
@@ -268,10 +270,10 @@ def accounting_text(account: Account) -> str:
     if account.decision == "median":
         noise += f", {fmt_number(account.side_spread)} per side"
     gate = "; require_explanation lowers it" if bound else ""
-    return (
-        f"{head}; identical code would PASS {bound}{about(account.expected)} of them "
-        f"({account.rule}; {noise}{gate})"
-    )
+    these = "of this one" if account.rounds == 1 else f"of these {account.rounds}"
+    count = about(account.expected)
+    passes = f"{count} {these}" if count == "none" else f"{bound}{count} rounds {these}"
+    return f"{head}; identical code would PASS {passes} ({account.rule}; {noise}{gate})"
 
 
 def confirmation_notes(account: Account) -> list[str]:
