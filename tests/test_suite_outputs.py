@@ -1,5 +1,5 @@
 """CI outputs per benchmark (issue 25, item 5) of a campaign that decides every benchmark:
-Markdown (one row per benchmark sorted by change, its verdict, a legend, the other quantities
+Markdown (one row per benchmark, the decided first, by change within each verdict, its verdict, a legend, the other quantities
 folded below), JUnit (a case per benchmark: regressed fails, inconclusive is skipped) and GitHub
 (an annotation per regressed benchmark), through the real command line, with benchmark names
 that must stay inert and every edge a member can have."""
@@ -103,7 +103,7 @@ def _member_rows(markdown: str, attempt: str) -> list[list[str]]:
     return [[c.strip() for c in re.split(r"(?<!\\)\|", x)[1:-1]] for x in lines]
 
 
-def test_markdown_shows_one_row_per_benchmark_sorted_by_change(
+def test_markdown_shows_one_row_per_benchmark_decided_first_then_by_change(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = _cli(
@@ -113,8 +113,13 @@ def test_markdown_shows_one_row_per_benchmark_sorted_by_change(
     rows = _member_rows(out, "r001")
     names = [r[0] for r in rows]
     assert names[0] == "metric e2e\\_seconds"  # the metric first
-    ratios = [float(r[2].split()[0]) for r in rows[1:] if r[2] != "-" and r[2].split()[0] != "inf"]
-    assert ratios == sorted(ratios)  # then the largest slowdown first
+    groups = [r[3].split()[0] for r in rows[1:]]  # then regressed, improved, inconclusive (a
+    order = ["regressed", "improved", "inconclusive", "unchanged"]  # data reason), unchanged
+    assert groups == sorted(groups, key=order.index)
+    for verdict in order:  # by change within each: the largest slowdown first
+        cells = [r[2].split()[0] for r in rows[1:] if r[3].startswith(verdict)]
+        ratios = [float(x) for x in cells if x not in ("-", "inf")]
+        assert ratios == sorted(ratios)
     verdicts = {r[0]: r[3] for r in rows}
     assert verdicts["slower"] == "regressed" and verdicts["faster"] == "improved"
     assert verdicts["same"] == "unchanged"
