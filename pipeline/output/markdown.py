@@ -1,9 +1,10 @@
 """`--format markdown` and the GitHub job summary: per campaign a heading with the policy, the
 verdict table (the text table's cells) and, folded under it, each attempt's quantities with
 the declared expectations' outcomes. An attempt whose campaign decides every benchmark shows its
-benchmarks first, unfolded: one row each, sorted by change, with its verdict and a legend; its
-other quantities (counters, ``rusage.*``) stay folded below. Free text is escaped as literal
-Markdown (``md``)."""
+benchmarks first, unfolded: one row each, the decided first (``MEMBER_RANK``), by change within
+each verdict, with its verdict and a legend; its other quantities (counters, ``rusage.*``) stay
+folded below. A gate other than not-improved leads; a document is at most MAX_MARKDOWN_CHARS.
+Free text is escaped as literal Markdown (``md``)."""
 
 from __future__ import annotations
 
