@@ -364,3 +364,71 @@ def test_real_pytest_benchmark_suite_fails_the_regression_gate_on_the_slowed_ben
     assert "FAIL (--fail-on regression): test_bench.py::test_sum " in gate_line
     row = next(line for line in out.splitlines() if line.startswith("  test_bench.py::test_sum"))
     assert row.endswith("regressed")
+
+
+# -- what the CI outputs say of the gate ----------------------------------------------------------
+def _github_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    return summary
+
+
+def test_a_passing_regression_gate_leads_the_markdown_and_annotates_a_notice(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Identical suites: the metric's verdict is FAIL, the gate --fail-on regression passes
+    (exit 0). The Markdown and the job summary lead with the gate, and the annotation is a
+    notice, not a red error on a green check."""
+    summary = _github_env(monkeypatch, tmp_path)
+    args = ["assess", "same", "--store", str(store), "--gate", "--fail-on", "regression"]
+    code, out, err = _cli([*args, "--format", "markdown"], capsys)
+    assert code == 0, err
+    gate = "gate: attempt r001 (round 1): PASS (--fail-on regression): none of the 5 members "
+    assert out.startswith(f"**{gate}regressed**\n")
+    assert summary.read_text().startswith(f"**{gate}regressed**\n")
+    assert err.startswith(gate)  # the terminal's line leads too
+    annotations = [line for line in err.splitlines() if line.startswith("::")]
+    assert annotations == [
+        f"::notice title=explain-pipeline%3A same r001 (round 1)::{gate}regressed; verdict of "
+        "the metric: FAIL " + annotations[0].split("verdict of the metric: FAIL ", 1)[1]
+    ]
+
+
+def test_a_failing_regression_gate_annotates_an_error_with_the_gate_first(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    summary = _github_env(monkeypatch, tmp_path)
+    args = ["assess", "suite", "--store", str(store), "--gate", "--fail-on", "regression"]
+    code, out, err = _cli(args, capsys)
+    assert code == 5, err
+    gate = "gate: attempt r001 (round 1): FAIL (--fail-on regression): t2 "
+    assert summary.read_text().startswith(f"**{gate}")
+    annotations = [line for line in err.splitlines() if line.startswith("::")]
+    assert annotations[0].startswith(
+        f"::error title=explain-pipeline%3A suite r001 (round 1)::{gate}"
+    )
+    assert "::error title=explain-pipeline%3A suite r001%3A t2 regressed::" in err
+
+
+def test_ab_passing_the_regression_gate_says_so_first_and_the_metric_verdict_below(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's case: ab --fail-on regression of identical code exits 0; its text and its
+    Markdown start with the gate that passed, the verdict of the metric below it."""
+    a = _harness(tmp_path, 1.0)
+    args = ["ab", "--measure", "pytest-benchmark", "-n", "6", "--warmup", "0", a, a]
+    args += ["--fail-on", "regression"]
+    code, out, err = _cli(args, capsys)
+    assert code == 0, err
+    gate = "gate: attempt r001 (round 1): PASS (--fail-on regression): none of the 4 members "
+    assert out.splitlines()[0] == f"{gate}regressed"
+    assert re.search(r"^verdict of the metric: (FAIL|INCONCLUSIVE) ", out, re.MULTILINE), out
+    summary = _github_env(monkeypatch, tmp_path)
+    code, out, err = _cli([*args, "--format", "markdown"], capsys)
+    assert code == 0, err
+    for document in (out, summary.read_text()):
+        assert document.startswith(f"**{gate}regressed**\n\n**A (baseline):**")
+        assert "\nverdict of the metric: " in document and "**verdict:" not in document
+    annotations = [line for line in err.splitlines() if line.startswith("::")]
+    assert len(annotations) == 1 and annotations[0].startswith("::notice "), annotations

@@ -1,14 +1,16 @@
 """CI outputs per benchmark (issue 25, item 5) of a campaign that decides every benchmark:
-Markdown (one row per benchmark sorted by change, its verdict, a legend, the other quantities
-folded below), JUnit (a case per benchmark: regressed fails, inconclusive is skipped) and GitHub
-(an annotation per regressed benchmark), through the real command line, with benchmark names
-that must stay inert and every edge a member can have."""
+Markdown (one row per benchmark, the decided first and by change within each verdict, its
+verdict, a legend, the other quantities folded below, at most MAX_MARKDOWN_CHARS), JUnit (a
+case per benchmark: regressed fails, inconclusive is skipped) and GitHub (an annotation per
+regressed benchmark), through the real command line, with benchmark names that must stay inert
+and every edge a member can have."""
 
 from __future__ import annotations
 
 import math
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +105,7 @@ def _member_rows(markdown: str, attempt: str) -> list[list[str]]:
     return [[c.strip() for c in re.split(r"(?<!\\)\|", x)[1:-1]] for x in lines]
 
 
-def test_markdown_shows_one_row_per_benchmark_sorted_by_change(
+def test_markdown_shows_one_row_per_benchmark_decided_first_then_by_change(
     store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = _cli(
@@ -113,8 +115,13 @@ def test_markdown_shows_one_row_per_benchmark_sorted_by_change(
     rows = _member_rows(out, "r001")
     names = [r[0] for r in rows]
     assert names[0] == "metric e2e\\_seconds"  # the metric first
-    ratios = [float(r[2].split()[0]) for r in rows[1:] if r[2] != "-" and r[2].split()[0] != "inf"]
-    assert ratios == sorted(ratios)  # then the largest slowdown first
+    groups = [r[3].split()[0] for r in rows[1:]]  # then regressed, improved, inconclusive (a
+    order = ["regressed", "improved", "inconclusive", "unchanged"]  # data reason), unchanged
+    assert groups == sorted(groups, key=order.index)
+    for verdict in order:  # by change within each: the largest slowdown first
+        cells = [r[2].split()[0] for r in rows[1:] if r[3].startswith(verdict)]
+        ratios = [float(x) for x in cells if x not in ("-", "inf")]
+        assert ratios == sorted(ratios)
     verdicts = {r[0]: r[3] for r in rows}
     assert verdicts["slower"] == "regressed" and verdicts["faster"] == "improved"
     assert verdicts["same"] == "unchanged"
@@ -224,3 +231,58 @@ def test_a_campaign_that_decides_its_metric_shows_no_benchmark_section(
     assert "**benchmarks of" not in out and "other quantities" not in out
     assert "benchmark " not in report.read_text()
     assert math.isfinite(len(out))
+
+
+def test_markdown_of_a_5000_benchmark_suite_keeps_under_the_cap_with_every_regression(
+    store: Store,
+) -> None:
+    """A PR comment holds 65,536 characters; the full tables of 5,000 benchmarks are ~380 KB.
+    The document stays under MAX_MARKDOWN_CHARS, lists the metric and every regressed member
+    first, and counts the members it left out by verdict."""
+    import polars as pl
+
+    from pipeline.assessment.campaigns import assess
+    from pipeline.output.markdown import MAX_MARKDOWN_CHARS, render
+
+    result = assess(store, ["suite"])
+    members = result.benchmarks.filter(pl.col("attempt_id") == "r001")
+    one = members.filter(pl.col("name") == "same")
+    n = 5000
+    verdicts = [  # 20 regressed, 2,500 inconclusive, 2,480 unchanged
+        "regressed" if k % 250 == 0 else "inconclusive" if k % 2 else "unchanged" for k in range(n)
+    ]
+    big = pl.concat(
+        [
+            members.filter(pl.col("quantity") == "metric"),
+            pl.concat([one] * n).with_columns(
+                pl.Series("name", [f"bench_{k:04d}" for k in range(n)]),
+                pl.Series("verdict", verdicts),
+                pl.Series("estimate", [1.0 - k * 1e-6 for k in range(n)]),
+                pl.lit(n + 1, pl.Int64).alias("family_size"),
+            ),
+            result.benchmarks.filter(pl.col("attempt_id") != "r001"),
+        ]
+    )
+    assert len(render(result)) < MAX_MARKDOWN_CHARS  # small: nothing left out
+    assert "more members" not in render(result)
+    markdown = render(replace(result, benchmarks=big))
+    assert len(markdown) <= MAX_MARKDOWN_CHARS
+    rows = _member_rows(markdown, "r001")
+    listed = [r[0] for r in rows]
+    assert listed[0] == "metric e2e\\_seconds"
+    regressed = [f"bench\\_{k:04d}" for k in range(0, n, 250)]
+    assert listed[1:21] == sorted(regressed, reverse=True)  # by change: the slowest first
+    assert {r[3] for r in rows[21:]} == {"inconclusive"}  # then inconclusive, by change
+    left = n - (len(rows) - 1)
+    assert 2480 < left < n - 20
+    note = f"… and {left:,} more members ({left - 2480:,} inconclusive, 2,480 unchanged) not"
+    assert note in markdown and "the full table is in the CSV and JSON outputs" in markdown
+
+
+def test_a_document_too_long_without_any_member_row_is_cut_at_a_line_saying_so() -> None:
+    from pipeline.output.markdown import MAX_MARKDOWN_CHARS, _cut
+
+    cut = _cut("| a row of a long summary table |\n" * 5000)
+    assert len(cut) <= MAX_MARKDOWN_CHARS
+    assert cut.splitlines()[-3:-1] == ["| a row of a long summary table |", ""]  # whole rows
+    assert cut.splitlines()[-1].startswith("**… cut here: the document has 170,000 characters")

@@ -102,6 +102,9 @@ class AssessResult:
     """The assessed campaigns' rows of table ``campaigns``, under the effective policy."""
     attempts: pl.DataFrame | None = None
     """The assessed campaigns' rows of table ``attempts``."""
+    gate: Gate | None = None
+    """``assess --gate``: the CI gate (``gate()``) the command set, so that every format and
+    annotation shows the outcome that decides the exit code; None without a gate."""
 
     @cached_property
     def accounts(self) -> dict[str, accounting.Account]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -104,7 +105,8 @@ def assess_command(
     from pipeline.assessment.campaigns import assess
     from pipeline.output.inert import shown
     from pipeline.output.sinks import Sinks, echo
-    from pipeline.output.text import gate_line, rejection_warnings
+    from pipeline.output.text import rejection_warnings
+    from pipeline.output.views import gate_line
     from pipeline.store.tables import Store
 
     sinks = Sinks.chosen(fmt, junit=junit, digests=digests, focus=gate_attempt)
@@ -124,13 +126,15 @@ def assess_command(
             raise UsageError(f"{option}: {exc}") from None
     for line in rejection_warnings(result):
         echo(line + "\n", err=True)
+    if gated is not None:  # the gate's outcome leads: it is what the exit code says
+        echo(gate_line(shown(gated)) + "\n", err=True)
+        result = replace(result, gate=gated)
     sinks.emit(result)
     if result.blocked.height:
         ids = ", ".join(result.blocked["campaign_id"].unique(maintain_order=True))
         click.echo(f"error: blocked by integrity errors: {ids}", err=True)
         return int(result.exit_code)
     if gated is not None:
-        echo(gate_line(shown(gated)) + "\n", err=True)
         return int(ExitCode.NOT_PASS if gated.failed else ExitCode.OK)
     return int(result.exit_code)
 

@@ -1,10 +1,15 @@
 """GitHub Actions: the job summary ($GITHUB_STEP_SUMMARY, the Markdown of the result), one
 annotation per campaign and one per regressed benchmark of its gated attempt, written as
-workflow commands with GitHub's escaping."""
+workflow commands with GitHub's escaping. Under a gate (ab, assess --gate) the gated attempt's
+annotation has the gate's level: a gate that passed is never a red ``::error``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pipeline.assessment.campaigns import AssessResult, gated_attempt
+from pipeline.assessment.gate import Gate
 from pipeline.output import views
 
 SUMMARY_LIMIT = 1024 * 1024
@@ -26,11 +31,16 @@ def annotation(level: str, title: str, message: str) -> str:
     return f"::{level} title={_escape_property(title)}::{_escape_data(message)}"
 
 
-def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str]:
+def annotation_lines(
+    result: AssessResult, focus: str | None = None, gate: Gate | None = None
+) -> list[str]:
     """One annotation per campaign: ``error`` when it is blocked or when the verdict of its
     latest round (or of attempt ``focus``) is not PASS, ``notice`` when it is PASS; one
     ``error`` per benchmark of that attempt that regressed (a campaign deciding every
-    benchmark); and one ``error`` per campaign with attempts ingest rejected."""
+    benchmark); and one ``error`` per campaign with attempts ingest rejected. The gated
+    attempt's annotation follows ``gate`` instead (``error`` when it failed, else ``notice``):
+    the check is what the gate decided, and the verdict of the metric follows it as
+    information."""
     out = []
     split = views.Split(result)
     for cid in views.campaign_order(result):
@@ -60,9 +70,8 @@ def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str
         if rows.is_empty():
             continue
         row = gated_attempt(rows, cid, focus)
-        level = "notice" if row["verdict"] == "PASS" else "error"
         title = f"explain-pipeline: {cid} {row['attempt_id']} (round {row['round']})"
-        out.append(annotation(level, title, views.attempt_message(row)))
+        out.append(_attempt_annotation(title, row, gate))
         members = split.benchmarks(cid, row["attempt_id"])
         out += [
             annotation(
@@ -73,6 +82,22 @@ def annotation_lines(result: AssessResult, focus: str | None = None) -> list[str
             for m in members.filter(members["verdict"] == "regressed").iter_rows(named=True)
         ]
     return out
+
+
+def _attempt_annotation(title: str, row: Mapping[str, Any], gate: Gate | None) -> str:
+    """The annotation of one campaign's gated attempt: the gate's level and line when it is
+    this attempt's, else the verdict's."""
+    ours = gate is not None and (gate.attempt["campaign_id"], gate.attempt["attempt_id"]) == (
+        row["campaign_id"],
+        row["attempt_id"],
+    )
+    if gate is None or not ours:
+        level = "notice" if row["verdict"] == "PASS" else "error"
+        return annotation(level, title, views.attempt_message(row))
+    message = views.attempt_message(row)
+    if views.gate_leads(gate):
+        message = f"{views.gate_line(gate)}; {views.METRIC_VERDICT}: {message}"
+    return annotation("error" if gate.failed else "notice", title, message)
 
 
 def append_summary(path: str, markdown: str) -> str | None:

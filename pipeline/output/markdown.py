@@ -1,9 +1,10 @@
 """`--format markdown` and the GitHub job summary: per campaign a heading with the policy, the
 verdict table (the text table's cells) and, folded under it, each attempt's quantities with
 the declared expectations' outcomes. An attempt whose campaign decides every benchmark shows its
-benchmarks first, unfolded: one row each, sorted by change, with its verdict and a legend; its
-other quantities (counters, ``rusage.*``) stay folded below. Free text is escaped as literal
-Markdown (``md``)."""
+benchmarks first, unfolded: one row each, the decided first (``MEMBER_RANK``), by change within
+each verdict, with its verdict and a legend; its other quantities (counters, ``rusage.*``) stay
+folded below. A gate other than not-improved leads; a document is at most MAX_MARKDOWN_CHARS.
+Free text is escaped as literal Markdown (``md``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.assessment.campaigns import AssessResult
+from pipeline.assessment.gate import Gate
 from pipeline.contract.inert import inert
 from pipeline.output import views
 from pipeline.output.numbers import TEXT, fmt_paired
@@ -24,9 +26,76 @@ from pipeline.record.campaign import AbResult, FinalResult
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~#])")
 
 
+MAX_MARKDOWN_CHARS = 60_000
+"""The most characters a Markdown document of ours has (``--format markdown`` and the GitHub job
+summary): it is pasted into pull-request comments, which hold 65,536, and a 5,000-benchmark
+suite's full tables are ~380 KB. Over it, each attempt's table of benchmarks keeps its first
+rows (``MEMBER_RANK``: the decided and failing members first) and says how many more members it
+left out, by verdict; whatever else is too long is cut at a line, saying so. The CSV and JSON
+outputs always have every row."""
+MEMBER_RANK = (
+    pl.when(pl.col("quantity") == "metric")
+    .then(0)
+    .when(pl.col("verdict") == "regressed")
+    .then(1)
+    .when(pl.col("verdict") == "improved")
+    .then(2)
+    .when((pl.col("verdict") == "inconclusive") & pl.col("reason").is_not_null())
+    .then(3)
+    .when(pl.col("verdict") == "inconclusive")
+    .then(4)
+    .otherwise(5)
+)
+"""The order of a table of benchmarks: the metric, then regressed, improved, inconclusive for
+want of data (a reason), other inconclusive, unchanged; by change within each
+(``views.members_in_order``). A table cut by the cap keeps the members that decide."""
+FULL_TABLE = "the full table is in the CSV and JSON outputs (ab: keep its campaign with --keep)"
+
+
 @singledispatch
-def render(result: object) -> str:
+def _document(result: object, limit: int | None = None) -> str:
+    """``result``'s Markdown with at most ``limit`` rows per table of benchmarks (None: all)."""
     raise TypeError(f"no Markdown for a {type(result).__name__}")
+
+
+def render(result: object) -> str:
+    """``result`` as Markdown, at most MAX_MARKDOWN_CHARS long: the most rows of each table of
+    benchmarks that fit (found by bisection: the document grows with them), then a cut at a
+    line if even none fit."""
+    full = _document(result, None)
+    if len(full) <= MAX_MARKDOWN_CHARS:
+        return full
+    low, high = 0, _largest_table(result)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(_document(result, mid)) <= MAX_MARKDOWN_CHARS:
+            low = mid
+        else:
+            high = mid - 1
+    return _cut(_document(result, low))
+
+
+def _largest_table(result: object) -> int:
+    """The most members an attempt of ``result`` has (0: no table of benchmarks)."""
+    for attribute in ("final", "assess"):
+        result = getattr(result, attribute, result)
+    members = result.benchmarks if isinstance(result, AssessResult) else pl.DataFrame()
+    if members.is_empty():
+        return 0
+    sizes: list[int] = members.group_by("campaign_id", "attempt_id").len()["len"].to_list()
+    return max(sizes)
+
+
+def _cut(document: str) -> str:
+    """``document`` cut at its last line that leaves room for the note saying so."""
+    if len(document) <= MAX_MARKDOWN_CHARS:
+        return document
+    note = (
+        f"\n**… cut here: the document has {len(document):,} characters, more than the "
+        f"{MAX_MARKDOWN_CHARS:,} a pull-request comment is given;** {FULL_TABLE}\n"
+    )
+    kept = document[: MAX_MARKDOWN_CHARS - len(note)]
+    return kept[: kept.rfind("\n") + 1] + note
 
 
 _LINKED = re.compile(r"(@|#(?=\d)|://|(?i:www)\.)")
@@ -108,20 +177,35 @@ def _unread_outcomes(
     ]
 
 
-def _members(members: pl.DataFrame, row: Mapping[str, Any]) -> str:
-    """The attempt's benchmarks: a heading line, the legend, one table row per member."""
+def _members(members: pl.DataFrame, row: Mapping[str, Any], limit: int | None) -> str:
+    """The attempt's benchmarks: a heading line, the legend, one table row per member in
+    MEMBER_RANK's order, at most ``limit`` of them, and how many more were left out."""
     head = (
         f"**benchmarks of {md(row['attempt_id'])}** (round {row['round']}, "
         f"{md(row['candidate'])})<br>\n{md(views.member_legend(members))}\n\n"
     )
+    ranked = members.sort(MEMBER_RANK, maintain_order=True)
+    shown = ranked if limit is None else ranked.head(limit)
+    table = md_table(views.MEMBER_HEADERS, map(views.member_cells, shown.iter_rows(named=True)))
+    return head + table + _left_out(ranked.slice(shown.height)) + "\n"
+
+
+def _left_out(members: pl.DataFrame) -> str:
+    """``… and 4,812 more members (4,800 unchanged, 12 inconclusive): …`` under a cut table."""
+    if members.is_empty():
+        return ""
+    counts = members.group_by("verdict", maintain_order=True).len()
+    verdicts = ", ".join(f"{n:,} {v}" for v, n in counts.iter_rows())
+    more = "member" if members.height == 1 else "members"
     return (
-        head
-        + md_table(views.MEMBER_HEADERS, map(views.member_cells, members.iter_rows(named=True)))
-        + "\n"
+        f"\n… and {members.height:,} more {more} ({md(verdicts)}) not listed, to keep this "
+        f"under {MAX_MARKDOWN_CHARS:,} characters: {FULL_TABLE}\n"
     )
 
 
-def _attempt_details(split: views.Split, cid: str, row: Mapping[str, Any], *, open_: bool) -> str:
+def _attempt_details(
+    split: views.Split, cid: str, row: Mapping[str, Any], *, open_: bool, limit: int | None
+) -> str:
     comparisons = split.comparisons(cid, row["attempt_id"])
     outcomes = split.outcomes(cid, row["attempt_id"])
     members = split.benchmarks(cid, row["attempt_id"])
@@ -138,7 +222,7 @@ def _attempt_details(split: views.Split, cid: str, row: Mapping[str, Any], *, op
     extra = _unread_outcomes(comparisons, outcomes, members)
     tail = "\n" + "\n".join(extra) + "\n" if extra else ""
     return (
-        (_members(members, row) if members.height else "")
+        (_members(members, row, limit) if members.height else "")
         + f"<details{' open' if open_ else ''}><summary>{summary}</summary>\n\n"
         f"{body}{tail}\n</details>\n\n"
     )
@@ -164,7 +248,9 @@ def _where(error: Mapping[str, Any]) -> str:
     return f"attempt {md(error['attempt_id'])}" if error["attempt_id"] else "campaign"
 
 
-def _campaign(split: views.Split, cid: str, details_open: bool, accounting: bool) -> str:
+def _campaign(
+    split: views.Split, cid: str, details_open: bool, accounting: bool, limit: int | None
+) -> str:
     errors = split.blocked(cid)
     if errors.height:
         out = [
@@ -189,7 +275,7 @@ def _campaign(split: views.Split, cid: str, details_open: bool, accounting: bool
     out.append(md_table(views.SUMMARY_HEADERS, (views.summary_cells(r) for r in named)) + "\n")
     if accounting:
         out.append(_accounting(split.result, cid))
-    out += [_attempt_details(split, cid, r, open_=details_open) for r in named]
+    out += [_attempt_details(split, cid, r, open_=details_open, limit=limit) for r in named]
     return "".join(out)
 
 
@@ -203,30 +289,46 @@ def _accounting(result: AssessResult, cid: str) -> str:
     return "<br>\n".join(lines) + "\n\n"
 
 
-def assessed(result: AssessResult, *, details_open: bool = False, accounting: bool = True) -> str:
+def assessed(
+    result: AssessResult,
+    *,
+    details_open: bool = False,
+    accounting: bool = True,
+    limit: int | None = None,
+) -> str:
     """Every campaign of the result; ``details_open`` unfolds each attempt's quantities;
-    ``accounting``: the campaign's accounting under its table (not for ab's single round)."""
+    ``accounting``: the campaign's accounting under its table (not for ab's single round);
+    ``limit``: the most rows of each table of benchmarks."""
     out = []
     if result.what_if:
         out.append(f"**WHAT-IF (not stored): {md(views.what_if_pairs(result))}**\n\n")
     split = views.Split(result)
     for cid in views.campaign_order(result):
-        out.append(_campaign(split, cid, details_open, accounting))
+        out.append(_campaign(split, cid, details_open, accounting, limit))
         out.append(_rejected(split.rejected(cid)))
     if not out:
         out.append("no campaigns to assess\n")
     return "".join(out)
 
 
-@render.register(AssessResult)
-def assess(result: AssessResult) -> str:
-    return assessed(result)
+def _gate_head(gate: Gate) -> str:
+    """The gate's line, first and in bold: the outcome the exit code and the check follow."""
+    return f"**{md(views.gate_line(gate))}**\n\n"
 
 
-@render.register(FinalResult)
-def final(result: FinalResult) -> str:
+@_document.register(AssessResult)
+def assess(result: AssessResult, limit: int | None = None) -> str:
+    """`assess --format markdown`; with `--gate --fail-on regression|change`, the gate first."""
+    head = (
+        _gate_head(result.gate) if result.gate is not None and views.gate_leads(result.gate) else ""
+    )
+    return head + assessed(result, limit=limit)
+
+
+@_document.register(FinalResult)
+def final(result: FinalResult, limit: int | None = None) -> str:
     """`campaign final --format markdown`: the campaign's tables and its best attempt."""
-    out = assessed(result.assess)
+    out = assessed(result.assess, limit=limit)
     if result.assess.blocked.height:
         return out
     row = views.best_row(result.assess)
@@ -247,13 +349,20 @@ def final(result: FinalResult) -> str:
     )
 
 
-@render.register(AbResult)
-def ab(result: AbResult) -> str:
-    """`ab --format markdown`: the two commands, the verdict line, then the attempt's tables
-    with its quantities unfolded (there is one attempt)."""
+@_document.register(AbResult)
+def ab(result: AbResult, limit: int | None = None) -> str:
+    """`ab --format markdown`: a gate other than not-improved first (it decides the exit code),
+    the two commands, the verdict line (under such a gate: the verdict of the metric, for
+    information), then the attempt's tables with its quantities unfolded (one attempt)."""
     command_a, command_b = result.commands
-    head = f"**A (baseline):** {md(command_a)}<br>\n**B (candidate):** {md(command_b)}\n\n"
+    leads = result.gate is not None and views.gate_leads(result.gate)
+    head = _gate_head(result.gate) if result.gate is not None and leads else ""
+    head += f"**A (baseline):** {md(command_a)}<br>\n**B (candidate):** {md(command_b)}\n\n"
     row = result.row
     if row is not None and not result.final.assess.blocked.height:
-        head += f"**verdict: {md(views.verdict_text(row))}** ({md(views.evidence(row))})\n\n"
-    return head + assessed(result.final.assess, details_open=True, accounting=False)
+        verdict, evidence = md(views.verdict_text(row)), md(views.evidence(row))
+        if leads:
+            head += f"{views.METRIC_VERDICT}: {verdict} ({evidence})\n\n"
+        else:
+            head += f"**verdict: {verdict}** ({evidence})\n\n"
+    return head + assessed(result.final.assess, details_open=True, accounting=False, limit=limit)

@@ -146,5 +146,6 @@ class Sinks:
             warning = github.append_summary(self.summary, render(visible, "markdown"))
             if warning:
                 self.stderr(inert_output(warning + "\n"))
-        for line in github.annotation_lines(assessed_part(visible), self.focus):
+        gate = getattr(visible, "gate", None)  # ab's and assess --gate's: it decided the exit
+        for line in github.annotation_lines(assessed_part(visible), self.focus, gate):
             self.stderr(line + "\n")

@@ -14,9 +14,9 @@ from typing import Any
 import polars as pl
 
 from pipeline.assessment.campaigns import AssessResult
-from pipeline.assessment.gate import Gate
 from pipeline.output.numbers import TEXT, fmt_number, fmt_paired
 from pipeline.output.views import (
+    METRIC_VERDICT,
     RUSAGE_PREFIX,
     SUMMARY_HEADERS,
     Split,
@@ -27,10 +27,11 @@ from pipeline.output.views import (
     changed,
     confirmation_notes,
     gain_text,
+    gate_leads,
+    gate_line,
     issue_text,
     member_cells,
     member_counts,
-    member_label,
     members_in_order,
     parts,
     reference_note,
@@ -232,35 +233,6 @@ def benchmark_lines(members: pl.DataFrame, faster: str, which: str = "") -> list
     return [head, *("  " + line for line in grid.splitlines()), f"  {member_counts(members)}"]
 
 
-def gate_line(gate: Gate) -> str:
-    """`assess --gate`, `ab --fail-on`: the gated attempt, whether it failed, and the members
-    that decided it (the regressed ones, and under ``change`` the improved ones)."""
-    row = gate.attempt
-    where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
-    named = [
-        (member_label(m), _interval(m["estimate"], m["low"], m["high"]), m)
-        for m in gate.deciders.iter_rows(named=True)
-    ]
-    if gate.fail_on == "not-improved":
-        line = f"{where}: {verdict_text(row)}, not PASS" if gate.failed else f"{where}: PASS"
-        regions = "; ".join(
-            f"{label} {ratio}" for label, ratio, m in named if m["quantity"] == "region"
-        )
-        return line + (f"; regressed: {regions}" if regions else "")
-    what = f"--fail-on {gate.fail_on}"
-    if row["status"] != "completed":
-        return f"{where}: FAIL ({what}): the attempt is {row['status']}; nothing was decided"
-    if gate.failed:
-        return f"{where}: FAIL ({what}): " + "; ".join(
-            f"{label} {ratio} {m['verdict']}" for label, ratio, m in named
-        )
-    if gate.members == 1:
-        verb = "regress" if gate.fail_on == "regression" else "move"
-        return f"{where}: PASS ({what}): the metric did not {verb}"
-    moved = "regressed" if gate.fail_on == "regression" else "moved"
-    return f"{where}: PASS ({what}): none of the {gate.members} members {moved}"
-
-
 def campaign_started(document: Mapping[str, Any], folder: Path) -> str:
     """`campaign start`: what was frozen, and the next command."""
     metric = document["metric"]
@@ -437,11 +409,12 @@ def _ab_verdict(result: AbResult, row: Mapping[str, Any]) -> list[str]:
     out.append(f"explanation: {row['explanation']}")
     out += _quantities(result)
     gate = result.policy["min_improvement_pct"]
+    label = METRIC_VERDICT if gate_leads(result.gate) else "verdict"
     out.append(
-        f"verdict: {verdict_text(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
+        f"{label}: {verdict_text(row)} (decided by {decided_by(result)}, gate {gate:g} %, "
         f"require_explanation {_flag(row['require_explanation'])})"
     )
-    if result.gate is not None and (result.gate.fail_on != "not-improved" or view_regions(result)):
+    if result.gate is not None and not gate_leads(result.gate) and view_regions(result):
         out.append(gate_line(result.gate))
     if result.priced:
         out.append(_price_line(result.priced))
@@ -455,12 +428,14 @@ def view_regions(result: AbResult) -> bool:
 
 @render.register(AbResult)
 def ab(result: AbResult) -> str:
-    """`ab`: the two commands, the round, the paired ratio, the order effect, the explanation,
-    every quantity, the verdict and what it was decided by; the price of a verdict not PASS."""
+    """`ab`: a gate other than not-improved first (it decides the exit code), the two commands,
+    the round, the paired ratio, the order effect, the explanation, every quantity, the verdict
+    and what it was decided by; the price of a verdict not PASS."""
     row = result.row
     recorded = result.round
     command_a, command_b = result.commands
-    out = [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
+    out = [gate_line(result.gate)] if result.gate is not None and gate_leads(result.gate) else []
+    out += [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
     failed = recorded.count("baseline", "failed") + recorded.count("candidate", "failed")
     if recorded.lines:
         out.append(

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from pipeline.assessment.accounting import Account, Confirmation
     from pipeline.assessment.campaigns import AssessResult
+    from pipeline.assessment.gate import Gate
 
 SUMMARY_HEADERS = tuple(header for _, header in SUMMARY)
 
@@ -244,6 +245,50 @@ def member_message(row: Mapping[str, Any]) -> str:
         f"{verdict_text(row)}: {measured}, one of {row['family_size']} members decided "
         f"together{how}; ratio > 1: B is faster"
     )
+
+
+# -- the CI gate ----------------------------------------------------------------------------------
+METRIC_VERDICT = "verdict of the metric"
+"""What the attempt's verdict is called below a leading gate: information, not the outcome."""
+
+
+def gate_leads(gate: Gate | None) -> bool:
+    """Whether the gate's outcome leads every format (text, Markdown, the job summary) and sets
+    the annotation's level: under ``--fail-on regression`` or ``change`` the exit code follows
+    the gate, not the attempt's verdict (a PASS gate over a verdict FAIL is a green check).
+    Under ``not-improved``, the default, the gate is the verdict, which leads as it always has."""
+    from pipeline.assessment.gate import DEFAULT_FAIL_ON
+
+    return gate is not None and gate.fail_on != DEFAULT_FAIL_ON
+
+
+def gate_line(gate: Gate) -> str:
+    """`assess --gate`, `ab --fail-on`: the gated attempt, whether it failed, and the members
+    that decided it (the regressed ones, and under ``change`` the improved ones)."""
+    row = gate.attempt
+    where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
+    named = [
+        (member_label(m), fmt_paired(m["estimate"], m["low"], m["high"]) or TEXT.none, m)
+        for m in gate.deciders.iter_rows(named=True)
+    ]
+    if gate.fail_on == "not-improved":
+        line = f"{where}: {verdict_text(row)}, not PASS" if gate.failed else f"{where}: PASS"
+        regions = "; ".join(
+            f"{label} {ratio}" for label, ratio, m in named if m["quantity"] == "region"
+        )
+        return line + (f"; regressed: {regions}" if regions else "")
+    what = f"--fail-on {gate.fail_on}"
+    if row["status"] != "completed":
+        return f"{where}: FAIL ({what}): the attempt is {row['status']}; nothing was decided"
+    if gate.failed:
+        return f"{where}: FAIL ({what}): " + "; ".join(
+            f"{label} {ratio} {m['verdict']}" for label, ratio, m in named
+        )
+    if gate.members == 1:
+        verb = "regress" if gate.fail_on == "regression" else "move"
+        return f"{where}: PASS ({what}): the metric did not {verb}"
+    moved = "regressed" if gate.fail_on == "regression" else "moved"
+    return f"{where}: PASS ({what}): none of the {gate.members} members {moved}"
 
 
 # -- the campaign's accounting ------------------------------------------------------------------
