@@ -3,6 +3,7 @@ fixtures are in conftest.py."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -17,3 +18,13 @@ def workload(*args: str, script: str | Path = WORKLOAD, seed: int | None = 0) ->
     for a test about timing)."""
     exact = [] if seed is None else [f"seed={seed}"]
     return shlex.join([sys.executable, str(script), *args, *exact])
+
+
+PROGRESS_LINE = re.compile(r"round [^\n]*: \d+ of \d+ runs, \d+ pairs, \d+ failed \(\d+ s\)\n")
+"""The line a fixed round writes on stderr every 30 s (pipeline/record/progress.py): whether it
+appears depends on how fast the machine ran the round, so a test of stderr leaves it out."""
+
+
+def without_progress(err: str) -> str:
+    """``err`` without the fixed round's 30-second progress lines."""
+    return PROGRESS_LINE.sub("", err)

@@ -87,12 +87,24 @@ def test_every_line_holds_the_profiled_steps_and_regions(recorded: tuple[Path, s
         assert 0 < line["metric"] < 1.0  # milliseconds of work, not a second of start-up
 
 
-def test_the_narrower_mlp_passes(recorded: tuple[Path, str, str]) -> None:
-    """2048 -> 512 hidden units is 4x less MLP work: far beyond the noise of 6 pairs. The
-    mechanism is judged on the trace's regions (explained or unsupported, never unverifiable:
-    both regions are in every step)."""
+def test_campaign_final_judges_the_traced_round(recorded: tuple[Path, str, str]) -> None:
+    """The trace's round is assessed end to end: a finite paired interval from 6 pairs, a verdict
+    the eligibility and the pick follow, and the mechanism judged on the trace's regions
+    (explained or unsupported, never unverifiable: both regions are in every step).
+
+    The verdict itself is not asserted: these are real timings of a 4x smaller MLP, and on a
+    loaded 2-core machine 6 pairs gave [0.94, 5.28] (FAIL within_noise) while a quiet one gives
+    PASS. A test of the profiler must not depend on the machine's speed (tests/README.md); the
+    verdicts of known effects are tested with the exact workload."""
     _, _, final = recorded
     row = next(x for x in final.splitlines() if x.startswith("1 "))
-    *_, explanation, verdict, eligible, best = row.split()
-    assert (verdict, eligible, best) == ("PASS", "yes", "*"), final
-    assert explanation in ("explained", "unsupported"), final
+    fields = row.split()
+    assert fields[:4] == ["1", "r001", "hidden-512", "6"], final
+    low, high = (float(x.strip("[],")) for x in fields[6:8])
+    assert 0 < low < high < float("inf"), final
+    assert fields[9] in ("explained", "unsupported"), final
+    if fields[10] == "PASS":
+        assert fields[11:] == ["yes", "*"] and "best attempt: r001" in final, final
+    else:
+        assert fields[10] == "FAIL" and fields[-1] == "no", final
+        assert "best attempt: none (no attempt is PASS)" in final, final

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import cli_result
-from helpers import workload
+from helpers import without_progress, workload
 
 from pipeline.record.options import RunOptions
 from pipeline.record.progress import Ticker, unmatched
@@ -125,6 +125,18 @@ def test_the_ticker_waits_for_its_interval() -> None:
         "round r\\x1b[31m: 1 of 10 runs, 0 pairs, 0 failed (30 s)",
         "round r\\x1b[31m: 1 of 10 runs, 0 pairs, 0 failed (61 s)",
     ]
+
+
+def test_tests_leave_out_exactly_the_progress_lines() -> None:
+    """helpers.without_progress, which the tests of a fixed round's stderr use (whether a line
+    is written depends on the machine's speed), removes the ticker's lines and nothing else."""
+    now = [0.0]
+    said: list[str] = []
+    ticker = Ticker(said.append, "r001", 10, interval=30, clock=lambda: now[0])
+    now[0] = 31.0
+    ticker.tick(7, lambda: 3, 0)
+    err = f"warning: kept\n{said[0]}\nround r001: completed\n"
+    assert without_progress(err) == "warning: kept\nround r001: completed\n"
 
 
 def _line(side: str, *names: str, status: str = "ok") -> dict[str, object]:
