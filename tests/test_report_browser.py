@@ -525,3 +525,41 @@ def test_the_verdict_table_fits_at_1400_px_and_plot_text_shows_as_written(
     )
     assert result["result"]["value"] == written
     assert problems(browser.events, page) == []
+
+
+MEMBER_NAMES = (  # the first column of r001's table of benchmarks, as shown now
+    "Array.from(document.querySelectorAll('#benchmarks-r001 tbody tr'))"
+    ".map(r => r.cells[0].textContent)"
+)
+
+
+def click_header(browser: DevTools, session: str, name: str) -> list[str]:
+    """Click the header ``name`` of r001's table of benchmarks; the names in their new order."""
+    browser.evaluate(
+        session,
+        "Array.from(document.querySelectorAll('#benchmarks-r001 th button'))"
+        f".find(b => b.textContent === {json.dumps(name)}).click()",
+    )
+    return list(browser.evaluate(session, MEMBER_NAMES))
+
+
+def test_the_table_of_benchmarks_sorts_by_a_click_on_a_header(
+    browser: DevTools, tmp_path: Path
+) -> None:
+    """Issue 32: the table lists the failing members first; a click on a header sorts by that
+    column (again: reversed), members without a ratio last either way; "verdict" returns to
+    the failing-first order."""
+    page = suite_page(tmp_path)
+    session = open_report(browser, page)
+    first = list(browser.evaluate(session, MEMBER_NAMES))
+    assert first[0] == "metric e2e_seconds"
+    assert set(first[1:3]) == {"slower", "@octocat ::error::x|y\\nz"}  # the regressed
+    by_name = click_header(browser, session, "member")
+    assert by_name == sorted(first)  # JavaScript's < on strings: code units, as Python's
+    assert click_header(browser, session, "member") == sorted(first, reverse=True)
+    by_ratio = click_header(browser, session, "ratio [low, high]")
+    assert by_ratio[0] == "slower" and by_ratio[-2:] == ["gone", "zero"]  # +inf, then none
+    assert click_header(browser, session, "ratio [low, high]")[-1] == "zero"  # none: last
+    click_header(browser, session, "pairs")
+    assert click_header(browser, session, "verdict") == first
+    assert problems(browser.events, page) == []

@@ -498,6 +498,21 @@ def _warn(text: str) -> None:
     default=None,
     help="Keep the campaign in this new folder (its store in DIR/.explain-store).",
 )
+@click.option(
+    "--names",
+    metavar="A,B",
+    default=None,
+    callback=lambda _ctx, _param, value: _names(value),
+    help="Short labels of A and B, shown and recorded instead of the whole commands "
+    "(e.g. --names main,fast).",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Also write the round's HTML report page to FILE (as `report` writes it).",
+)
 @format_option("text", "markdown", default="text")
 @junit_option
 def ab_command(
@@ -514,6 +529,8 @@ def ab_command(
     metric: str,
     better: str,
     keep: Path | None,
+    names: tuple[str, str] | None,
+    report: Path | None,
     fmt: str,
     junit: Path | None,
 ) -> int:
@@ -536,6 +553,7 @@ def ab_command(
           "pytest new/ --benchmark-only --benchmark-json={results}"
       explain-pipeline ab "python old.py" "python new.py" --format markdown --junit ab.xml
       explain-pipeline ab "python old.py" "python new.py" --until-decided
+      explain-pipeline ab "python old.py" "python new.py" --names old,new --report ab.html
       explain-pipeline ab --measure pytest-benchmark -n 10 --fail-on regression \\
           "pytest old/ --benchmark-only --benchmark-json={results}" \\
           "pytest new/ --benchmark-only --benchmark-json={results}"
@@ -565,6 +583,8 @@ def ab_command(
         progress=sys.stderr.isatty(),
         warn=_warn,
         fail_on=fail_on,
+        names=names,
+        report=report,
     )
     sinks.emit(result)
     if result.final.assess.blocked.height:
@@ -572,6 +592,18 @@ def ab_command(
     if result.round.status == "failed":
         return int(ExitCode.ROUND_FAILED)
     return int(ExitCode.NOT_PASS if result.gate is None or result.gate.failed else ExitCode.OK)
+
+
+def _names(value: str | None) -> tuple[str, str] | None:
+    """--names A,B: the two labels, or a usage error naming the option."""
+    if value is None:
+        return None
+    from pipeline.record.campaign import check_names
+
+    try:
+        return check_names(value.split(","))
+    except UsageError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 COMMANDS: list[click.Command] = [campaign_group, round_command, ab_command]

@@ -48,7 +48,8 @@ def report(
     """Write a self-contained HTML report (works offline) and print its path.
 
     Shows the campaign's policy, a timeline of the paired interval against the gate, a forest
-    plot of every comparison per attempt with its expectation outcomes, and the verdict table.
+    plot of every comparison per attempt with its expectation outcomes, each side's median, the
+    verdict table, and for a suite each attempt's sortable table of benchmarks (failing first).
     Run `assess` first: the report reads the stored verdicts.
 
     \b

@@ -345,7 +345,7 @@ def final(result: FinalResult, limit: int | None = None) -> str:
     return (
         out
         + "".join(f"- {md(x)}\n" for x in notes)
-        + f"\n**campaign's gain:** {md(views.gain_text(account, result.folder))}\n"
+        + f"\n**campaign's gain:** {md(views.gain_text(account, result.folder, result.store))}\n"
     )
 
 

@@ -211,7 +211,7 @@ def _gain(result: FinalResult) -> str:
     if account is None:
         return ""
     lines = [f"  {x}" for x in (selected_text(account), chain_text(account)) if x]
-    lines.append(f"campaign's gain: {gain_text(account, result.folder)}")
+    lines.append(f"campaign's gain: {gain_text(account, result.folder, result.store)}")
     return "".join(line + "\n" for line in lines)
 
 
@@ -435,7 +435,8 @@ def ab(result: AbResult) -> str:
     recorded = result.round
     command_a, command_b = result.commands
     out = [gate_line(result.gate)] if result.gate is not None and gate_leads(result.gate) else []
-    out += [f"A (baseline):  {command_a}", f"B (candidate): {command_b}"]
+    name_a, name_b = (f" {n}" for n in result.names) if result.names else ("", "")
+    out += [f"A (baseline){name_a}:  {command_a}", f"B (candidate){name_b}: {command_b}"]
     failed = recorded.count("baseline", "failed") + recorded.count("candidate", "failed")
     if recorded.lines:
         out.append(
@@ -452,6 +453,8 @@ def ab(result: AbResult) -> str:
         out.append("no verdict (see the errors above)")
         return "\n".join(out) + "\n"
     out += _ab_verdict(result, row)
+    if result.report is not None:
+        out.append(f"report: {result.report}")
     if result.kept is not None:
         out.append(f"kept: {result.round.folder} (store {result.kept / '.explain-store'})")
     elif recorded.status == "failed":

@@ -390,20 +390,29 @@ def chain_text(account: Account) -> str | None:
     )
 
 
-def gain_text(account: Account, folder: object = None) -> str:
+def gain_text(account: Account, folder: object = None, store: object = None) -> str:
     """The campaign's gain: the confirmation round's interval, or why there is none (and, with
-    the campaign's ``folder``, the command that measures it)."""
+    the campaign's ``folder``, the command that measures it, with the ``store`` when it is not
+    the default one: without it the command would ingest into another store)."""
     c = account.confirmation
     if account.target is None:
         return "none (no attempt is PASS)"
     if c is None:
-        how = f" (explain-pipeline campaign final {folder} --confirm)" if folder else ""
+        how = f" ({confirm_command(folder, store)})" if folder else ""
         return (
             f"not measured again: no confirmation round of {account.target} against "
             f"{account.reference} yet{how}"
         )
     interval, rest = _measured(c)
     return f"{interval} from confirmation round {c.attempt_id} ({rest}"
+
+
+def confirm_command(folder: object, store: object = None) -> str:
+    """``explain-pipeline campaign final FOLDER [--store STORE] --confirm``, quoted for a shell."""
+    import shlex
+
+    where = "" if store is None else f" --store {shlex.quote(str(store))}"
+    return f"explain-pipeline campaign final {shlex.quote(str(folder))}{where} --confirm"
 
 
 RUSAGE_PREFIX = "rusage."

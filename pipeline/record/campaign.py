@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,6 +86,8 @@ class FinalResult:
     """``campaign final --confirm``: the confirmation round recorded before this assessment."""
     folder: Path | None = None
     """The campaign folder (the next command names it)."""
+    store: Path | None = None
+    """The store's folder, when it is not the default one (the next command names it too)."""
 
     @property
     def rejected(self) -> pl.DataFrame:
@@ -104,7 +106,37 @@ def final_campaign(folder: Path, store: Store) -> FinalResult:
 
     read_campaign_json(folder)
     report = ingest(folder, store)
-    return FinalResult(report, assess(store, [folder.name]), folder.name, folder=folder)
+    return FinalResult(
+        report, assess(store, [folder.name]), folder.name, folder=folder, store=named_store(store)
+    )
+
+
+def named_store(store: Store) -> Path | None:
+    """The store's folder as a printed command must name it: None when it is the default one
+    (a command without --store and without $EXPLAIN_STORE finds it)."""
+    from pipeline.store.tables import DEFAULT_STORE
+
+    return None if store.root == Path(DEFAULT_STORE) else store.root
+
+
+LABEL_RULE = "two labels A,B: distinct, not empty, without commas or control characters"
+
+
+def check_names(names: Sequence[str]) -> tuple[str, str]:
+    """ab's short labels of its two sides (shown in every output, recorded as the attempt's
+    baseline and candidate instead of the whole commands); a UsageError says what is wrong."""
+    from pipeline.contract.inert import printable
+
+    if len(names) != 2:
+        raise UsageError(f"{LABEL_RULE}; got {len(names)}")
+    for name in names:
+        if not name.strip():
+            raise UsageError(f"{LABEL_RULE}; got an empty one")
+        if "," in name or printable(name) != name:
+            raise UsageError(f"{LABEL_RULE}; got {printable(name)!r}")
+    if names[0] == names[1]:
+        raise UsageError(f"{LABEL_RULE}; got {printable(names[0])!r} twice")
+    return names[0], names[1]
 
 
 @dataclass(frozen=True)
@@ -118,6 +150,10 @@ class AbResult:
     power, from this round's spread (pipeline.study.plan); None when it is PASS or unpriced."""
     commands: tuple[str, str] = ("", "")
     """The two commands compared: A (the baseline) and B (the candidate)."""
+    names: tuple[str, str] | None = None
+    """Their short labels (``names``), when given: the attempt's baseline and candidate."""
+    report: Path | None = None
+    """The HTML report page written (``report``), when asked for."""
     gate: Gate | None = None
     """The CI gate (``fail_on``): exit 5 when it failed; None when there is no verdict (the
     round failed, or an integrity error blocked the campaign)."""
@@ -154,18 +190,26 @@ def ab(
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
     fail_on: str = "not-improved",
+    names: Sequence[str] | None = None,
+    report: Path | None = None,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
     candidate, then its assessment. ``policy`` is laid over ab's defaults (``ab_policy``: the
     paired rule and the calibrated interval), the same from Python as from the command line.
     The throw-away folder is deleted only when the round completed: a failed or interrupted
     round keeps it, so its runs.log can be read. ``fail_on`` is the gate (pipeline.assessment.gate:
-    ``not-improved``, ``regression`` or ``change``) the result's ``gate`` reads."""
+    ``not-improved``, ``regression`` or ``change``) the result's ``gate`` reads. ``names``: the
+    two sides' short labels (check_names), else each side is labelled by its command.
+    ``report``: the file the campaign's HTML report page is written to, after the assessment
+    (as ``explain-pipeline report`` writes it)."""
     from pipeline.assessment.gate import FAIL_ON
     from pipeline.store.tables import Store
 
     if fail_on not in FAIL_ON:
         raise UsageError(f"fail_on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+    labels = check_names(names) if names is not None else None
+    if report is not None and report.is_dir():  # refused before any run
+        raise UsageError(f"report {report}: is a folder; give the page's file name")
     run = run or RunOptions()
     suite = run.measure.suite is not None
     policy = ab_policy(policy, until_decided=run.until_decided, suite=suite)
@@ -180,8 +224,8 @@ def ab(
         folder, store = keep, Store(keep / ".explain-store")
     request = RoundRequest(
         folder,
-        candidate=command_b,
-        baseline=command_a,
+        candidate=command_b if labels is None else labels[1],
+        baseline=command_a if labels is None else labels[0],
         baseline_cmd=command_a,
         candidate_cmd=command_b,
         run=run,
@@ -197,11 +241,27 @@ def ab(
         raise
     final = final_campaign(folder, store)
     priced = _price(folder, final)
-    if scratch is not None and recorded.status == "completed":
-        shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        if report is not None:
+            from pipeline.report import write_report
+
+            write_report(store, final.campaign_id, report)
+    finally:
+        if scratch is not None and recorded.status == "completed":
+            shutil.rmtree(scratch, ignore_errors=True)
     commands = (command_a, command_b)
     gated = _gate(final, recorded, fail_on)
-    return AbResult(recorded, final, keep, campaign["policy"], priced, commands, gated)
+    return AbResult(
+        recorded,
+        final,
+        keep,
+        campaign["policy"],
+        priced,
+        commands,
+        gate=gated,
+        names=labels,
+        report=report,
+    )
 
 
 def _gate(final: FinalResult, recorded: RoundResult, fail_on: str) -> Gate | None:

@@ -33,6 +33,11 @@ PAIR_RATIOS = pl.DataFrame(
 )
 
 
+SIDE_MEDIANS = pl.DataFrame(
+    schema={"attempt_id": pl.String, "side": pl.String, "median": pl.Float64, "n_ok": pl.UInt32}
+)
+
+
 class NotAssessedError(UsageError):
     """The campaign has attempts but no stored assessment: ``assess`` must run first."""
 
@@ -60,6 +65,9 @@ class CampaignData:
     benchmarks: pl.DataFrame = field(default_factory=lambda: table("benchmarks").empty())
     """Table ``benchmarks``: every member of each attempt's family, when the campaign decides
     every benchmark (contract §15); empty otherwise."""
+    medians: pl.DataFrame = field(default_factory=lambda: SIDE_MEDIANS.clear())
+    """Per attempt and side: the median of the metric over its ok runs (in the metric's unit)
+    and how many ok runs there were: the absolute values behind the ratios."""
     account: Account | None = None
     """The campaign's accounting (pipeline.assessment.accounting); None when blocked or empty."""
 
@@ -101,6 +109,17 @@ def pair_ratios(samples: pl.DataFrame, better: str) -> pl.DataFrame:
     )
 
 
+def side_medians(samples: pl.DataFrame) -> pl.DataFrame:
+    """The median metric of each side's ok runs, per attempt."""
+    return (
+        samples.filter(pl.col("status") == "ok")
+        .group_by("attempt_id", "side")
+        .agg(pl.col("metric").median().alias("median"), pl.len().alias("n_ok"))
+        .sort("attempt_id", "side")
+        .cast(SIDE_MEDIANS.schema)
+    )
+
+
 def load_campaign_data(
     store: Store, campaign_id: str, *, what_if: Mapping[str, PolicyValue] | None = None
 ) -> CampaignData:
@@ -120,6 +139,7 @@ def load_campaign_data(
         name: table(name).empty() if blocked else store.read(name, [campaign_id])
         for name in OUTPUT_TABLES
     }
+    samples = table("samples").empty() if blocked else store.read("samples", [campaign_id])
     if not blocked and out["assessments"].is_empty() and attempts.height:
         raise NotAssessedError(
             f"campaign {campaign_id!r} has not been assessed: "
@@ -143,7 +163,8 @@ def load_campaign_data(
         what_if_overrides={k: policy_text(v) for k, v in what_if.items()} if what_if else None,
         pair_ratios=PAIR_RATIOS.clear()
         if blocked
-        else pair_ratios(store.read("samples", [campaign_id]), campaign["metric_better"]),
+        else pair_ratios(samples, campaign["metric_better"]),
+        medians=side_medians(samples),
         rejected=store.read("rejections", [campaign_id]).sort("position"),
         benchmarks=out["benchmarks"],
         account=None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,8 +14,10 @@ from typing import Any
 import polars as pl
 from plotly.offline import get_plotlyjs
 
+from pipeline.contract.inert import printable
 from pipeline.contract.policy import POLICY_DEFAULTS, POLICY_FIELDS
-from pipeline.output.numbers import HTML, SUMMARY, fmt_paired
+from pipeline.output.markdown import MEMBER_RANK
+from pipeline.output.numbers import HTML, SUMMARY, fmt_number, fmt_paired
 from pipeline.output.views import (
     about,
     accounting_text,
@@ -39,6 +42,7 @@ from pipeline.report.figures import (
 )
 from pipeline.report.style import (
     EXPLANATION_COLOURS,
+    MEMBER_COLOURS,
     OUTCOME_COLOURS,
     VERDICT_COLOURS,
     esc,
@@ -537,6 +541,27 @@ def environment_html(info: Mapping[str, Any]) -> str:
     return f'<p class="note">environment: {items}</p>'
 
 
+def medians_html(data: CampaignData, aid: str) -> str:
+    """The absolute values behind the ratios: each side's median metric over its ok runs, in the
+    metric's unit (its name)."""
+    found = {
+        side: (median, n)
+        for _, side, median, n in data.medians.filter(pl.col("attempt_id") == aid).iter_rows()
+    }
+    if not found:
+        return ""
+    sides = " · ".join(
+        f"{side} <b>{fmt_number(found[side][0], '.6g', HTML)}</b> "
+        f"<span class='null'>({found[side][1]} ok runs)</span>"
+        if side in found
+        else f"{side} <span class='null'>no ok run</span>"
+        for side in ("baseline", "candidate")
+    )
+    return (
+        f'<p class="note medians">median {esc(data.campaign["metric_name"])} per side: {sides}</p>'
+    )
+
+
 def _attempt_head(row: Mapping[str, Any], info: Mapping[str, Any], what_if: str | None) -> str:
     """Title, badges (verdict, explanation, best, what-if verdict) and the attempt's numbers."""
     what_if_badge = (
@@ -624,6 +649,7 @@ def attempt_html(
     return (
         f'<article id="attempt-{esc(aid)}">'
         + _attempt_head(row, info, what_if)
+        + medians_html(data, aid)
         + _hypothesis_html(info.get("hypothesis"))
         + recording_html(info)
         + members_html(data, aid)
@@ -637,29 +663,98 @@ def attempt_html(
     )
 
 
+PLOTTED_MEMBERS = 100
+"""The most members an attempt's forest plot draws (28 px each): the first in the table's order,
+so the failing ones; a 5,000-benchmark suite's plot would be 140,000 px tall. The table below it
+lists every member."""
+MEMBER_TABLE = (
+    ("member", "text"),
+    ("pairs", "num"),
+    ("ratio [low, high]", "num"),
+    ("verdict", "num"),
+    ("reason", "text"),
+)
+"""The columns of an attempt's table of benchmarks and how each sorts (its cells' ``data-v``)."""
+
+
 def members_html(data: CampaignData, aid: str) -> str:
-    """The attempt's benchmarks (a campaign that decides every benchmark): the forest plot of
-    their simultaneous intervals with the margin band, and how many of each verdict."""
+    """The attempt's benchmarks (a campaign that decides every benchmark): how many of each
+    verdict, the forest plot of their simultaneous intervals with the margin band, and the
+    table of every member, the failing ones first (sortable by any column in the page)."""
     members = data.benchmarks.filter(pl.col("attempt_id") == aid)
     if members.is_empty():
         return ""
-    rows = member_rows(members)
+    rows = member_rows(members).sort(MEMBER_RANK, maintain_order=True)
     gate = 1.0 + float(data.campaign["min_improvement_pct"]) / 100.0
     margin = 1.0 + float(data.campaign.get("margin_pct") or 1.0) / 100.0
     counts = rows["verdict"].value_counts(sort=True, name="n")
     summary = " · ".join(f"{esc(v)} {n}" for v, n in counts.iter_rows())
     size = rows["family_size"].to_list()[0]
+    plotted = rows.head(PLOTTED_MEMBERS)
+    cut = (
+        f" The plot shows the first {plotted.height} of the {rows.height} members in the "
+        "table's order (the failing ones first); the table lists them all."
+        if plotted.height < rows.height
+        else ""
+    )
     return (
         f"<h4>Benchmarks: {size} decided together</h4>"
         f'<p class="note">{summary}. Each interval is simultaneous over the {size} members '
         "(contract §15): regressed when all of it lies left of the band, unchanged when all of "
-        "it lies inside, improved when all of it clears the gate.</p>"
+        f"it lies inside, improved when all of it clears the gate.{cut}</p>"
         + figure_block(
-            member_forest_figure(rows, gate=gate, margin=margin),
+            member_forest_figure(plotted, gate=gate, margin=margin),
             f"plot-benchmarks-{aid}",
-            forest_height(rows.height),
+            forest_height(plotted.height),
             f"simultaneous intervals of the benchmarks of attempt {aid}",
         )
+        + member_table_html(rows, aid)
+    )
+
+
+def member_table_html(rows: pl.DataFrame, aid: str) -> str:
+    """Every member as a row (rows in MEMBER_RANK's order: the metric, regressed, improved,
+    inconclusive for want of data, inconclusive, unchanged; by change within each). Each cell
+    carries its sort key in ``data-v``; the page's script sorts on a click of a header and
+    returns to this order on a click of "verdict"."""
+    head = "".join(
+        f'<th data-type="{kind}" aria-sort="none"><button type="button">{esc(name)}</button></th>'
+        for name, kind in MEMBER_TABLE
+    )
+    ranks = rows.select(MEMBER_RANK.alias("rank"))["rank"].to_list()
+    body = "".join(
+        _member_row(row, rank) for row, rank in zip(rows.iter_rows(named=True), ranks, strict=True)
+    )
+    return (
+        f'<p class="note">Every benchmark of {esc(aid)}, the failing ones first (regressed, '
+        "then inconclusive for want of data); click a column's header to sort by it.</p>"
+        f'<div class="tablewrap members"><table class="fit sortable" id="benchmarks-{esc(aid)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+    )
+
+
+def sort_number(value: float | None) -> str:
+    """A number as the page's script reads it (``Number``): none is empty (sorted last)."""
+    if value is None or math.isnan(value):
+        return ""
+    return repr(value) if math.isfinite(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def _member_row(row: Mapping[str, Any], rank: int) -> str:
+    """One member: its label, pairs, ratio with its simultaneous interval, verdict, reason."""
+    verdict, reason = row["verdict"], row["reason"]
+    fails = "regressed" if verdict == "regressed" else "nodata" if reason else ""
+    estimate = row["estimate"]
+    key = sort_number(estimate)
+    ratio = paired_text(estimate, row["low"], row["high"]) or "—"
+    name = esc(printable(row["label"]))  # one line, as the terminal shows it: "\n" as \n
+    return (
+        f'<tr class="{fails}">'
+        f'<td class="member mono" data-v="{name}">{name}</td>'
+        f'<td class="num" data-v="{row["n_pairs"]}">{row["n_pairs"]}</td>'
+        f'<td class="nowrap num" data-v="{key}">{esc(ratio)}</td>'
+        f'<td data-v="{rank}">{badge(verdict, MEMBER_COLOURS.get(verdict))}</td>'
+        f'<td data-v="{esc(reason or "")}">{reason_html(reason)}</td></tr>'
     )
 
 
