@@ -237,9 +237,10 @@ def test_names_that_differ_only_in_their_folders_are_named_with_the_way_out(
 def test_ab_of_two_checkouts_at_default_options_pairs_their_benchmarks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What ``ab --help`` shows, run for real: ``ab --measure pytest-benchmark "pytest old/ ..."
-    "pytest new/ ..."`` from the folder holding two checkouts of a repository with a
-    pyproject.toml, no --rootdir, the candidate adding tests/integration/test_io.py. Every run
+    """What ``ab --help`` shows, run for real at pytest's defaults: ``ab --measure
+    pytest-benchmark "pytest old/ ..." "pytest new/ ..."`` from the folder holding two checkouts
+    of a repository with a pyproject.toml, without the --rootdir the help adds, the candidate
+    adding tests/integration/test_io.py. Every run
     is real pytest-benchmark: the unit test pairs in every pair and only the added test is on
     one side. Before, the baseline's test_io.py::test_read met nothing (names and pairing only:
     no timing is asserted)."""
