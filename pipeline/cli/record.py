@@ -549,14 +549,14 @@ def ab_command(
       explain-pipeline ab "./bench --impl a" "./bench --impl b" --min-improvement-pct 5 \\
           --keep ab-2026-11-30
       explain-pipeline ab --measure pytest-benchmark -n 10 \\
-          "pytest old/ --benchmark-only --benchmark-json={results}" \\
-          "pytest new/ --benchmark-only --benchmark-json={results}"
+          "pytest old/ --rootdir old --benchmark-only --benchmark-json={results}" \\
+          "pytest new/ --rootdir new --benchmark-only --benchmark-json={results}"
       explain-pipeline ab "python old.py" "python new.py" --format markdown --junit ab.xml
       explain-pipeline ab "python old.py" "python new.py" --until-decided
       explain-pipeline ab "python old.py" "python new.py" --names old,new --report ab.html
       explain-pipeline ab --measure pytest-benchmark -n 10 --fail-on regression \\
-          "pytest old/ --benchmark-only --benchmark-json={results}" \\
-          "pytest new/ --benchmark-only --benchmark-json={results}"
+          "pytest old/ --rootdir old --benchmark-only --benchmark-json={results}" \\
+          "pytest new/ --rootdir new --benchmark-only --benchmark-json={results}"
     """
     from pipeline.output.sinks import Sinks
     from pipeline.record.campaign import ab
