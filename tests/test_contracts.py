@@ -34,6 +34,7 @@ STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [
     ("attempt", ("sequential_sha256",), "attempts", "sequential_sha256"),
     ("attempt", ("order_seed",), "attempts", "order_seed"),
     ("attempt", ("recorder",), "attempts", "recorder"),
+    ("attempt", ("suite_metric",), "attempts", "suite_metric"),
     ("attempt", ("environment",), "attempts", "environment"),
     ("attempt", ("sequential", "first_look"), "attempts", "sequential_first_look"),
     ("attempt", ("sequential", "look_every"), "attempts", "sequential_look_every"),

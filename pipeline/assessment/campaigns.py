@@ -190,9 +190,17 @@ def gated_attempt(
     return found.row(0, named=True)
 
 
-def gate(result: AssessResult, campaign_id: str, attempt_id: str | None, fail_on: str) -> Gate:
+def gate(
+    result: AssessResult,
+    campaign_id: str,
+    attempt_id: str | None,
+    fail_on: str,
+    *,
+    allow_removed: bool = False,
+) -> Gate:
     """The CI gate (``--fail-on``, pipeline.assessment.gate) of ``attempt_id``, else the campaign's
-    latest round: its benchmarks under ``decide: regions``, else its metric."""
+    latest round: its benchmarks under ``decide: regions``, else its metric (``allow_removed``:
+    ``--allow-removed``)."""
     row = gated_attempt(result.assessments, campaign_id, attempt_id)
     policies = result.policies if result.policies is not None else table("campaigns").empty()
     policy = policies.filter(pl.col("campaign_id") == campaign_id).row(0, named=True)
@@ -202,7 +210,7 @@ def gate(result: AssessResult, campaign_id: str, attempt_id: str | None, fail_on
     else:
         gate_pct, margin_pct = policy["min_improvement_pct"], policy["margin_pct"]
         members = metric_member(row, policy["metric_name"], gate_pct, margin_pct)
-    return decide_gate(row, members, fail_on)
+    return decide_gate(row, members, fail_on, allow_removed=allow_removed)
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -309,6 +317,7 @@ def compute_batch(
 
 def _compute(inputs: quantities.Inputs) -> _Facts:
     """Facts, comparisons and outcomes of one batch of attempts."""
+    inputs = quantities.common_metric(inputs)  # a suite's metric over the common benchmarks
     better = inputs.campaigns.select("campaign_id", "metric_better")
     medians = (
         inputs.attempts.select(ATTEMPT)

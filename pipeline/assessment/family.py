@@ -42,8 +42,19 @@ DECIDES_REGIONS = "regions"
 Method = Literal["bonferroni_t", "sequential_bonferroni_t"]
 BONFERRONI_T: Method = "bonferroni_t"
 SEQUENTIAL_BONFERRONI_T: Method = "sequential_bonferroni_t"
-Verdict = Literal["improved", "regressed", "unchanged", "inconclusive"]
-VERDICTS: tuple[Verdict, ...] = ("improved", "regressed", "unchanged", "inconclusive")
+Verdict = Literal["improved", "regressed", "unchanged", "inconclusive", "added", "removed"]
+VERDICTS: tuple[Verdict, ...] = (
+    "improved",
+    "regressed",
+    "unchanged",
+    "inconclusive",
+    "added",
+    "removed",
+)
+ONE_SIDED: tuple[Verdict, ...] = ("added", "removed")
+"""A benchmark in no baseline run (``added``) or in no candidate run (``removed``) of an attempt
+with pairs: a fact of what ran, not of a ratio, so it has no interval, no place in ``m`` and its
+own outcome (a removed benchmark is a lost guard: the gate fails on it, contract §15)."""
 Reason = Literal["too_few_pairs", "zero_baseline", "zero_candidate"]
 DATA_REASONS: tuple[Reason, ...] = ("zero_baseline", "zero_candidate", "too_few_pairs")
 """Why a member has no interval, from its pairs; checked in this order (contract §4.3's order).
@@ -94,14 +105,25 @@ def family_intervals(
 # -- frames ---------------------------------------------------------------------------------------
 def members(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame:
     """The family members of the attempts whose campaign decides regions, from assess's summary
-    of quantities (``quantities.summarize``): QUANTITY, n_pairs, family_size, the data reason
-    (a ``+inf`` pair is ``zero_candidate``), the summary's estimate, the policy's confidence and
-    interval, the planned looks and the pairs' x (``xs``)."""
+    of quantities (``quantities.summarize``): QUANTITY, n_pairs, ``one_sided`` (``added``,
+    ``removed``: ONE_SIDED; else null), family_size (the members measured on both sides), the
+    data reason (a ``+inf`` pair is ``zero_candidate``), the summary's estimate (null when one
+    sided), the policy's confidence and interval, the planned looks and the pairs' x
+    (``xs``)."""
     decide = campaigns.select("campaign_id", pl.col("decide").fill_null("metric"))
     sequential_t = pl.col("interval") == sequential.METHOD
     vanished = pl.col("xs").list.eval(pl.element() == math.inf).list.any().fill_null(False)
+    paired, on_b, on_c = pl.col("n_pairs") > 0, pl.col("on_baseline"), pl.col("on_candidate")
+    one_sided = (
+        pl.when(paired & on_b & ~on_c)
+        .then(pl.lit("removed"))
+        .when(paired & on_c & ~on_b)
+        .then(pl.lit("added"))
+    )
     reason = (
-        pl.when(pl.col("reason").is_in(["zero_baseline", "zero_candidate"]))
+        pl.when(pl.col("one_sided").is_not_null())
+        .then(None)
+        .when(pl.col("reason").is_in(["zero_baseline", "zero_candidate"]))
         .then(pl.col("reason"))
         .when(vanished)
         .then(pl.lit("zero_candidate"))
@@ -112,9 +134,16 @@ def members(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame:
         .filter(pl.col("quantity").is_in(MEMBERS))
         .join(decide, on="campaign_id")
         .filter(pl.col("decide") == DECIDES_REGIONS)
+        .with_columns(one_sided.alias("one_sided"))
         .with_columns(
-            pl.len().over("campaign_id", "attempt_id").cast(pl.Int64).alias("family_size"),
+            pl.col("one_sided")
+            .is_null()
+            .sum()
+            .over("campaign_id", "attempt_id")
+            .cast(pl.Int64)
+            .alias("family_size"),
             reason.alias("reason"),
+            pl.when(pl.col("one_sided").is_null()).then(pl.col("estimate")).alias("estimate"),
             # the planned looks matter to sequential_t alone (fewer groups for the others)
             *(pl.when(sequential_t).then(pl.col(c)).alias(c) for c in SCHEDULE),
         )
@@ -169,10 +198,11 @@ def _intervals(due: pl.DataFrame) -> pl.DataFrame:
 
 
 def family_table(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame:
-    """Rows of table ``benchmarks`` (verdicts not yet read: ``verdict`` null) for every attempt
-    of ``summary`` whose campaign decides regions."""
+    """Rows of table ``benchmarks`` (verdicts not yet read: ``verdict`` null, except ``added``
+    and ``removed``, facts of the runs) for every attempt of ``summary`` whose campaign decides
+    regions."""
     found = members(summary, campaigns)
-    due = found.filter(pl.col("reason").is_null()).sort("qid")
+    due = found.filter(pl.col("reason").is_null() & pl.col("one_sided").is_null()).sort("qid")
     numbers = _intervals(due)
     return (
         table("benchmarks")
@@ -181,7 +211,7 @@ def family_table(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame
             .join(numbers.lazy(), on="qid", how="left", suffix="_t")
             .with_columns(
                 pl.coalesce("estimate_t", "estimate").alias("estimate"),
-                pl.lit(None, dtype=pl.String).alias("verdict"),
+                pl.col("one_sided").cast(pl.String).alias("verdict"),
             )
         )
         .collect()
@@ -213,19 +243,24 @@ def with_verdicts(rows: pl.LazyFrame, context: pl.LazyFrame) -> pl.LazyFrame:
     """``verdict`` and ``reason`` of table ``benchmarks`` rows under ``context``: one row per
     attempt with ``status``, ``min_improvement_pct`` and ``margin_pct``. A member with a data
     reason is ``inconclusive`` with it; else an attempt that did not complete makes it
-    ``inconclusive`` (``attempt_<status>``); else the rule decides (reason null)."""
+    ``inconclusive`` (``attempt_<status>``); else the rule decides (reason null). ``added`` and
+    ``removed`` (ONE_SIDED) stay as they are, whatever the policy or the status."""
+    one_sided = pl.col("verdict").is_in(ONE_SIDED)
     data_reason = pl.when(pl.col("reason").is_in(DATA_REASONS)).then(pl.col("reason"))
     not_completed = pl.col("status") != "completed"
     return (
-        rows.drop("verdict")
+        rows.with_columns(pl.when(one_sided).then(pl.col("verdict")).alias("one_sided"))
+        .drop("verdict")
         .join(context, on=["campaign_id", "attempt_id"], how="left")
         .with_columns(data_reason.alias("reason"))
         .with_columns(
-            pl.when(pl.col("reason").is_not_null() | not_completed)
+            pl.when(pl.col("one_sided").is_not_null())
+            .then(pl.col("one_sided"))
+            .when(pl.col("reason").is_not_null() | not_completed)
             .then(pl.lit("inconclusive"))
             .otherwise(verdict_rule(pl.col("min_improvement_pct"), pl.col("margin_pct")))
             .alias("verdict"),
-            pl.when(pl.col("reason").is_null() & not_completed)
+            pl.when(pl.col("reason").is_null() & not_completed & pl.col("one_sided").is_null())
             .then(pl.lit("attempt_") + pl.col("status"))
             .otherwise(pl.col("reason"))
             .alias("reason"),

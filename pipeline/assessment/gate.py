@@ -7,6 +7,11 @@ benchmarks decided it (contract §15).
   CI). An ``inconclusive`` member does not fail it: the gate fails only on a regression shown.
 - ``change``: as ``regression``, for any member improved or regressed.
 
+Under ``regression`` and ``change`` a ``removed`` benchmark (in the baseline's runs, in no
+candidate run) fails the gate too: a guard that stopped running is a lost guard, and skipping a
+slow benchmark must not pass as a speedup. ``allow_removed`` (``--allow-removed``) says the
+removal is meant; an ``added`` benchmark never fails it.
+
 Under ``decide: regions`` the members are the attempt's rows of table ``benchmarks``; under
 ``decide: metric`` the one member is the metric, read from its own comparison interval
 (``paired_low``, ``paired_high``) with the same rule (``family.verdict_rule``), so the gate works
@@ -27,10 +32,17 @@ FAIL_ON: tuple[FailOn, ...] = ("not-improved", "regression", "change")
 DEFAULT_FAIL_ON: FailOn = "not-improved"
 FAILING: dict[FailOn, tuple[str, ...]] = {
     "not-improved": ("regressed",),  # named for information; the verdict decides
-    "regression": ("regressed",),
-    "change": ("regressed", "improved"),
+    "regression": ("regressed", "removed"),
+    "change": ("regressed", "improved", "removed"),
 }
-"""The member verdicts a gate names; under regression and change, any of them fails it."""
+"""The member verdicts a gate names; under regression and change, any of them fails it
+(``removed`` only without ``allow_removed``)."""
+REMOVED = "removed"
+ONE_SIDED_TEXT = {
+    "added": "in the candidate's runs, in no baseline run",
+    "removed": "in the baseline's runs, in no candidate run",
+}
+"""What the members ``added`` and ``removed`` (contract §15) mean, wherever one is written out."""
 MEMBER_COLUMNS = [
     "quantity",
     "name",
@@ -56,6 +68,8 @@ class Gate:
     deciders: pl.DataFrame
     members: int
     """How many members the gate read (1 under decide metric)."""
+    allow_removed: bool = False
+    """``--allow-removed``: a removed benchmark is named, not failed."""
 
 
 def metric_member(
@@ -92,9 +106,12 @@ def metric_member(
     return frame.with_columns(verdict.alias("verdict"), pl.lit(None, pl.String).alias("reason"))
 
 
-def decide_gate(row: Mapping[str, Any], members: pl.DataFrame, fail_on: str) -> Gate:
+def decide_gate(
+    row: Mapping[str, Any], members: pl.DataFrame, fail_on: str, *, allow_removed: bool = False
+) -> Gate:
     """The gate of the attempt ``row`` (an assessments row) over its ``members`` (rows with
-    MEMBER_COLUMNS: its benchmarks, or ``metric_member``)."""
+    MEMBER_COLUMNS: its benchmarks, or ``metric_member``); with ``allow_removed`` a removed
+    benchmark is still named but fails nothing."""
     import polars as pl
 
     if fail_on not in FAIL_ON:
@@ -105,8 +122,9 @@ def decide_gate(row: Mapping[str, Any], members: pl.DataFrame, fail_on: str) -> 
         .sort("estimate", nulls_last=True)
         .select(MEMBER_COLUMNS)
     )
+    failing = named.filter(pl.col("verdict") != REMOVED) if allow_removed else named
     if chosen == "not-improved":
         failed = row["verdict"] != "PASS"
     else:
-        failed = row["status"] != "completed" or named.height > 0
-    return Gate(chosen, failed, dict(row), named, members.height)
+        failed = row["status"] != "completed" or failing.height > 0
+    return Gate(chosen, failed, dict(row), named, members.height, allow_removed)

@@ -4,6 +4,7 @@ call per group of quantities that share (n, seed, resamples, confidence)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -337,9 +338,83 @@ def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _sides_of(bd: pl.LazyFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
+    """Per attempt and region: whether any ok baseline run and any ok candidate run measured
+    it (ATTEMPT, name, on_baseline, on_candidate): a benchmark on one side only is ``added`` or
+    ``removed`` (contract §15)."""
+    side = pl.col("side")
+    return (
+        bd.select("run", "region")
+        .unique()
+        .join(runs.select("run", *ATTEMPT, "side"), on="run")
+        .group_by([*ATTEMPT, "region"])
+        .agg(
+            (side == "baseline").any().alias("on_baseline"),
+            (side == "candidate").any().alias("on_candidate"),
+        )
+        .select(*ATTEMPT, pl.col("region").alias("name"), "on_baseline", "on_candidate")
+    )
+
+
+def common_metric(inputs: Inputs) -> Inputs:
+    """``inputs`` with each suite attempt's metric (attempt.json's ``suite_metric``: ``sum`` or
+    ``geomean``) formed again, per ok run, over the benchmarks **every** ok run of the attempt
+    measured, on both sides (contract §15): a benchmark one side skipped, added, or lost in one
+    run counts in no run's metric, so every pair compares the same set. A run that measured
+    exactly that set keeps its recorded metric; with no benchmark in common nothing changes."""
+    if "suite_metric" not in inputs.attempts.collect_schema().names():
+        return inputs  # tables written before the column existed: no attempt has a rule
+    rules = inputs.attempts.filter(pl.col("suite_metric").is_not_null()).select(
+        *ATTEMPT, "suite_metric"
+    )
+    ok = inputs.samples.filter(pl.col("status") == "ok").join(rules, on=ATTEMPT, how="semi")
+    per_region = (
+        inputs.breakdown.join(ok.select(RUN), on=RUN)
+        .group_by([*RUN, "region"])
+        .agg(pl.col("seconds").sort().sum())
+    )
+    n_runs = ok.group_by(ATTEMPT).agg(pl.len().alias("n_runs"))
+    common = (
+        per_region.group_by([*ATTEMPT, "region"])
+        .agg(pl.len().alias("n_with"))
+        .join(n_runs, on=ATTEMPT)
+        .select(*ATTEMPT, "region", (pl.col("n_with") == pl.col("n_runs")).alias("common"))
+    )
+    kept = pl.col("seconds").filter(pl.col("common")).sort()
+    per_run = (
+        per_region.join(common, on=[*ATTEMPT, "region"])
+        .group_by(RUN)
+        .agg(
+            (~pl.col("common")).any().alias("differs"),
+            pl.col("common").sum().alias("n_common"),
+            kept.sum().alias("total"),
+            kept.log().mean().exp().alias("geomean"),  # a 0 s benchmark: ln 0 = -inf, exp 0
+        )
+        .join(rules, on=ATTEMPT)
+    )
+    formed = pl.when(pl.col("suite_metric") == "sum").then("total").otherwise("geomean")
+    redo = pl.col("differs").fill_null(False) & (pl.col("n_common").fill_null(0) > 0)
+    names = inputs.samples.collect_schema().names()
+    samples = (
+        inputs.samples.join(per_run, on=RUN, how="left")
+        .with_columns(pl.when(redo).then(formed).otherwise(pl.col("metric")).alias("metric"))
+        .select(names)
+    )
+    return dataclasses.replace(inputs, samples=samples)
+
+
+def _on_side(quantity: str) -> list[pl.Expr]:
+    """on_baseline, on_candidate of a region (``_sides_of``); null for other quantities."""
+    return [
+        (pl.col(c) if quantity == "region" else pl.lit(None)).cast(pl.Boolean).alias(c)
+        for c in ("on_baseline", "on_candidate")
+    ]
+
+
 @dataclass(frozen=True)
 class PairFrames:
-    """`quantities`: one row per (attempt, quantity, name) that exists, even with no pair.
+    """`quantities`: one row per (attempt, quantity, name) that exists, even with no pair (a
+    region with whether each side measured it: on_baseline, on_candidate).
     `pairs`: one row per pair of each quantity with its log-ratio `x` and an optional `flag`.
     `regions`: the region and region_normalized pairs with both sides' values `b`, `c` and the
     flag (the explained fraction reads them)."""
@@ -382,7 +457,11 @@ def pair_frames(inputs: Inputs) -> PairFrames:
         "run", "name", pl.col("metric").alias("value")
     )
     metric_names = inputs.attempts.select(ATTEMPT).join(metric_name, on="campaign_id")
-    region_names = _names(region_run, runs)
+    region_names = _names(region_run, runs).join(
+        _sides_of(bd, runs).with_columns(pl.col("name").cast(pl.Categorical)),
+        on=[*ATTEMPT, "name"],
+        how="left",
+    )
     normalized_names = region_names.join(
         refs.select([*ATTEMPT, pl.col("region").cast(pl.Categorical).alias("name")]),
         on=[*ATTEMPT, "name"],
@@ -410,7 +489,12 @@ def pair_frames(inputs: Inputs) -> PairFrames:
     )
     quantities = pl.concat(
         [
-            names.select(*ATTEMPT, pl.lit(q).alias("quantity"), pl.col("name").cast(pl.String))
+            names.select(
+                *ATTEMPT,
+                pl.lit(q).alias("quantity"),
+                pl.col("name").cast(pl.String),
+                *_on_side(q),
+            )
             for q, names in (
                 ("metric", metric_names),
                 ("region", region_names),

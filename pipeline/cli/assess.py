@@ -9,6 +9,7 @@ import click
 
 from pipeline.assessment.gate import DEFAULT_FAIL_ON
 from pipeline.cli.common import (
+    allow_removed_option,
     campaigns_chosen,
     command,
     engine_options,
@@ -46,6 +47,7 @@ from pipeline.errors import ExitCode, UsageError
     help="With --gate: the attempt to gate on (default: the campaign's latest round).",
 )
 @fail_on_option("With --gate: exit 5")
+@allow_removed_option("With --gate")
 @click.option(
     "--digests",
     is_flag=True,
@@ -64,6 +66,7 @@ def assess_command(
     gate: bool,
     gate_attempt: str | None,
     fail_on: str,
+    allow_removed: bool,
     digests: bool,
     junit: Path | None,
 ) -> int:
@@ -94,6 +97,8 @@ def assess_command(
         raise UsageError("--attempt is the attempt --gate decides on: give --gate too")
     if fail_on != DEFAULT_FAIL_ON and not gate:
         raise UsageError("--fail-on says when --gate fails: give --gate too")
+    if allow_removed and not gate:
+        raise UsageError("--allow-removed says when --gate fails: give --gate too")
     if junit is not None and what_if:
         raise UsageError("--junit reports the frozen policy's verdicts: drop --what-if")
     from pipeline.allocator import load_polars
@@ -120,7 +125,9 @@ def assess_command(
         from pipeline.assessment.campaigns import gate as gate_of
 
         try:
-            gated = gate_of(result, campaign_id or "", gate_attempt, fail_on)
+            gated = gate_of(
+                result, campaign_id or "", gate_attempt, fail_on, allow_removed=allow_removed
+            )
         except UsageError as exc:
             option = "--gate" if gate_attempt is None else "--attempt"
             raise UsageError(f"{option}: {exc}") from None

@@ -108,6 +108,18 @@ def fail_on_option(when: str) -> Any:
     )
 
 
+def allow_removed_option(when: str) -> Any:
+    """``--allow-removed`` beside ``--fail-on`` (ab, assess --gate): a benchmark the candidate
+    no longer runs does not fail ``regression`` or ``change`` (pipeline.assessment.gate)."""
+    return click.option(
+        "--allow-removed",
+        is_flag=True,
+        default=False,
+        help=f"{when}: a benchmark in the baseline's runs and in no candidate run (removed) "
+        "does not fail --fail-on regression or change; without it, it does (a lost guard).",
+    )
+
+
 def engine_options(command: Any) -> Any:
     """--engine and --ray-address: where the per-campaign work runs (docs/scale-out.md)."""
     command = click.option(

@@ -14,6 +14,7 @@ import click
 from click.core import ParameterSource
 
 from pipeline.cli.common import (
+    allow_removed_option,
     click_range,
     command,
     declared_choice,
@@ -484,6 +485,7 @@ def _warn(text: str) -> None:
     "is regressed.",
 )
 @fail_on_option("Exit 5")
+@allow_removed_option("With --fail-on regression or change")
 @click.option("--metric", default="seconds", show_default=True, help="Name of the metric.")
 @click.option(
     "--better",
@@ -526,6 +528,7 @@ def ab_command(
     decide: str | None,
     margin_pct: float,
     fail_on: str,
+    allow_removed: bool,
     metric: str,
     better: str,
     keep: Path | None,
@@ -585,6 +588,7 @@ def ab_command(
         fail_on=fail_on,
         names=names,
         report=report,
+        allow_removed=allow_removed,
     )
     sinks.emit(result)
     if result.final.assess.blocked.height:

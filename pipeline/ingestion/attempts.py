@@ -693,6 +693,7 @@ def _attempt_row(
         **_command_columns(commands),
         "commands_sha256_actual": commands_now,
         "commands_sha256_first_seen": commands_first,
+        "suite_metric": doc.get("suite_metric"),
     }
 
 

@@ -36,8 +36,9 @@ def annotation_lines(
 ) -> list[str]:
     """One annotation per campaign: ``error`` when it is blocked or when the verdict of its
     latest round (or of attempt ``focus``) is not PASS, ``notice`` when it is PASS; one
-    ``error`` per benchmark of that attempt that regressed (a campaign deciding every
-    benchmark); and one ``error`` per campaign with attempts ingest rejected. The gated
+    ``error`` per benchmark of that attempt that regressed or was removed, a ``notice`` per one
+    added (a campaign deciding every benchmark); and one ``error`` per campaign with attempts
+    ingest rejected. The gated
     attempt's annotation follows ``gate`` instead (``error`` when it failed, else ``notice``):
     the check is what the gate decided, and the verdict of the metric follows it as
     information."""
@@ -75,13 +76,29 @@ def annotation_lines(
         members = split.benchmarks(cid, row["attempt_id"])
         out += [
             annotation(
-                "error",
-                f"explain-pipeline: {cid} {row['attempt_id']}: {views.member_label(m)} regressed",
+                _member_level(m["verdict"], gate),
+                f"explain-pipeline: {cid} {row['attempt_id']}: {views.member_label(m)} "
+                f"{m['verdict']}",
                 views.member_message(m),
             )
-            for m in members.filter(members["verdict"] == "regressed").iter_rows(named=True)
+            for m in members.filter(members["verdict"].is_in(ANNOTATED)).iter_rows(named=True)
         ]
     return out
+
+
+ANNOTATED = ("regressed", "removed", "added")
+"""The members that get an annotation of their own: a regression, and a benchmark one side
+only ran (a lost guard; a new one)."""
+
+
+def _member_level(verdict: str, gate: Gate | None) -> str:
+    """``error`` for a regression or a removed benchmark (``warning`` under --allow-removed),
+    ``notice`` for an added one."""
+    if verdict == "added":
+        return "notice"
+    if verdict == "removed" and gate is not None and gate.allow_removed:
+        return "warning"
+    return "error"
 
 
 def _attempt_annotation(title: str, row: Mapping[str, Any], gate: Gate | None) -> str:

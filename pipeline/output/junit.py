@@ -23,11 +23,11 @@ from pipeline.output.views import (
     parts,
 )
 
-FAILING_MEMBERS = frozenset({"regressed"})
+FAILING_MEMBERS = frozenset({"regressed", "removed"})
 SKIPPED_MEMBERS = frozenset({"inconclusive"})
-"""JUnit test case of a benchmark (contract §15): failure when it regressed beyond the margin;
-skipped when the data cannot say (inconclusive, too few pairs...); passed when improved or
-unchanged."""
+"""JUnit test case of a benchmark (contract §15): failure when it regressed beyond the margin or
+was removed (in no candidate run: a lost guard); skipped when the data cannot say
+(inconclusive, too few pairs...); passed when improved, unchanged or added."""
 PASSING_OUTCOMES = frozenset({"confirmed", "consistent", "assumed"})
 FAILING_OUTCOMES = frozenset({"contradicted"})
 """JUnit test case of a declared expectation: failure when the data contradict it; skipped

@@ -36,9 +36,9 @@ outputs always have every row."""
 MEMBER_RANK = (
     pl.when(pl.col("quantity") == "metric")
     .then(0)
-    .when(pl.col("verdict") == "regressed")
+    .when(pl.col("verdict").is_in(["regressed", "removed"]))
     .then(1)
-    .when(pl.col("verdict") == "improved")
+    .when(pl.col("verdict").is_in(["improved", "added"]))
     .then(2)
     .when((pl.col("verdict") == "inconclusive") & pl.col("reason").is_not_null())
     .then(3)
@@ -46,7 +46,8 @@ MEMBER_RANK = (
     .then(4)
     .otherwise(5)
 )
-"""The order of a table of benchmarks: the metric, then regressed, improved, inconclusive for
+"""The order of a table of benchmarks: the metric, then regressed and removed, improved and
+added, inconclusive for
 want of data (a reason), other inconclusive, unchanged; by change within each
 (``views.members_in_order``). A table cut by the cap keeps the members that decide."""
 FULL_TABLE = "the full table is in the CSV and JSON outputs (ab: keep its campaign with --keep)"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pipeline.assessment.gate import ONE_SIDED_TEXT
 from pipeline.output.numbers import SUMMARY, TEXT, fmt_number, fmt_paired
 
 if TYPE_CHECKING:
@@ -233,11 +234,18 @@ def member_legend(rows: pl.DataFrame) -> str:
         f"ratio > 1: B (the candidate) is faster; {size} members decided together, each with a "
         f"simultaneous interval{how}: regressed when all of it is below 1/(1 + margin), "
         "improved when all of it clears the gate"
+        + (
+            "; added: in no baseline run, removed: in no candidate run (neither is one of them)"
+            if rows["verdict"].is_in(["added", "removed"]).any()
+            else ""
+        )
     )
 
 
 def member_message(row: Mapping[str, Any]) -> str:
     """``regressed: 0.9091 [0.9012, 0.9171], 13 members (bonferroni_t), > 1: B is faster``."""
+    if row["verdict"] in ONE_SIDED_TEXT:
+        return f"{row['verdict']}: {ONE_SIDED_TEXT[row['verdict']]}, not one of the members decided"
     interval = fmt_paired(row["estimate"], row["low"], row["high"])
     measured = f"{interval}, {row['n_pairs']} pairs" if interval else f"{row['n_pairs']} pairs"
     how = f" ({row['method']})" if row["method"] else ""
@@ -280,15 +288,31 @@ def gate_line(gate: Gate) -> str:
     what = f"--fail-on {gate.fail_on}"
     if row["status"] != "completed":
         return f"{where}: FAIL ({what}): the attempt is {row['status']}; nothing was decided"
+    allowed = [_named(label, ratio, m, gate) for label, ratio, m in named if _allowed(m, gate)]
     if gate.failed:
         return f"{where}: FAIL ({what}): " + "; ".join(
-            f"{label} {ratio} {m['verdict']}" for label, ratio, m in named
+            _named(label, ratio, m, gate) for label, ratio, m in named
         )
+    tail = f"; {'; '.join(allowed)}" if allowed else ""
     if gate.members == 1:
         verb = "regress" if gate.fail_on == "regression" else "move"
-        return f"{where}: PASS ({what}): the metric did not {verb}"
+        return f"{where}: PASS ({what}): the metric did not {verb}{tail}"
     moved = "regressed" if gate.fail_on == "regression" else "moved"
-    return f"{where}: PASS ({what}): none of the {gate.members} members {moved}"
+    return f"{where}: PASS ({what}): none of the {gate.members} members {moved}{tail}"
+
+
+def _allowed(member: Mapping[str, Any], gate: Gate) -> bool:
+    """A removed benchmark the gate names without failing on it (--allow-removed)."""
+    return gate.allow_removed and member["verdict"] == "removed"
+
+
+def _named(label: str, ratio: str, member: Mapping[str, Any], gate: Gate) -> str:
+    """One member the gate names: ``name 0.77 [0.75, 0.79] regressed``; a removed benchmark
+    has no ratio: ``name removed`` (``(allowed: --allow-removed)`` when it fails nothing)."""
+    if member["verdict"] != "removed":
+        return f"{label} {ratio} {member['verdict']}"
+    allowed = " (allowed: --allow-removed)" if _allowed(member, gate) else ""
+    return f"{label} removed ({ONE_SIDED_TEXT['removed']}){allowed}"
 
 
 # -- the campaign's accounting ------------------------------------------------------------------

@@ -192,13 +192,15 @@ def ab(
     fail_on: str = "not-improved",
     names: Sequence[str] | None = None,
     report: Path | None = None,
+    allow_removed: bool = False,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
     candidate, then its assessment. ``policy`` is laid over ab's defaults (``ab_policy``: the
     paired rule and the calibrated interval), the same from Python as from the command line.
     The throw-away folder is deleted only when the round completed: a failed or interrupted
     round keeps it, so its runs.log can be read. ``fail_on`` is the gate (pipeline.assessment.gate:
-    ``not-improved``, ``regression`` or ``change``) the result's ``gate`` reads. ``names``: the
+    ``not-improved``, ``regression`` or ``change``) the result's ``gate`` reads; ``allow_removed``
+    keeps a benchmark the candidate no longer runs from failing it. ``names``: the
     two sides' short labels (check_names), else each side is labelled by its command.
     ``report``: the file the campaign's HTML report page is written to, after the assessment
     (as ``explain-pipeline report`` writes it)."""
@@ -250,7 +252,7 @@ def ab(
         if scratch is not None and recorded.status == "completed":
             shutil.rmtree(scratch, ignore_errors=True)
     commands = (command_a, command_b)
-    gated = _gate(final, recorded, fail_on)
+    gated = _gate(final, recorded, fail_on, allow_removed)
     return AbResult(
         recorded,
         final,
@@ -264,11 +266,15 @@ def ab(
     )
 
 
-def _gate(final: FinalResult, recorded: RoundResult, fail_on: str) -> Gate | None:
+def _gate(
+    final: FinalResult, recorded: RoundResult, fail_on: str, allow_removed: bool
+) -> Gate | None:
     """The gate of ab's one round, when it has a verdict."""
     from pipeline.assessment.campaigns import gate
 
     assessed = final.assess
     if assessed.blocked.height or recorded.status == "failed" or assessed.assessments.is_empty():
         return None
-    return gate(assessed, final.campaign_id, recorded.attempt_id, fail_on)
+    return gate(
+        assessed, final.campaign_id, recorded.attempt_id, fail_on, allow_removed=allow_removed
+    )

@@ -360,7 +360,9 @@ def _cwds(settings: RunSettings) -> str:
 
 def _recorded(request: RoundRequest, settings: RunSettings) -> dict[str, Any]:
     """What attempt.json keeps of the round beyond the runs: each side's command and folder
-    (so it can be measured again) and, for a confirmation round, what it confirms."""
+    (so it can be measured again), a suite round's metric rule (its metric is formed again over
+    the benchmarks both sides measured, contract §15) and, for a confirmation round, what it
+    confirms."""
     given: dict[Side, str] = {
         "baseline": request.baseline_cmd,
         "candidate": request.candidate_cmd,
@@ -370,6 +372,8 @@ def _recorded(request: RoundRequest, settings: RunSettings) -> dict[str, Any]:
         for side, command in given.items()
     }
     found: dict[str, Any] = {"commands": commands}
+    if settings.measure.suite is not None and not settings.needs_file:
+        found["suite_metric"] = settings.measure.suite_metric  # assess combines common ones
     if request.confirms is not None:
         found |= {"kind": "confirmation", "confirms": request.confirms}
         if request.chosen:

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
+from pipeline.assessment.gate import ONE_SIDED_TEXT
 from pipeline.report.data import CampaignData
 from pipeline.report.style import (
     DIRECTION_COLOURS,
@@ -732,8 +733,18 @@ def _member_points(shown: pl.DataFrame, edge: float) -> list[dict[str, Any]]:
 
 
 def _member_no_estimate(shown: pl.DataFrame) -> list[dict[str, Any]]:
-    """Members without an estimate (a zero baseline): their verdict and reason at ratio 1."""
-    return _no_estimate(shown, "inconclusive", MEMBER_COLOURS["inconclusive"], esc)
+    """Members without an estimate (a zero baseline): their verdict and reason at ratio 1; a
+    benchmark one side only ran (added, removed) says which side."""
+    one_sided = pl.col("verdict").is_in(list(ONE_SIDED_TEXT))
+    out = _no_estimate(
+        shown.filter(~one_sided), "inconclusive", MEMBER_COLOURS["inconclusive"], esc
+    )
+    for verdict, where in ONE_SIDED_TEXT.items():
+        part = shown.filter(pl.col("verdict") == verdict).with_columns(
+            pl.lit(where).alias("reason")
+        )
+        out += _no_estimate(part, verdict, MEMBER_COLOURS[verdict], esc)
+    return out
 
 
 # -- per-pair strip plot -------------------------------------------------------------------------

@@ -40,6 +40,8 @@ MEMBER_COLOURS = {
     "improved": "#1a7f37",
     "unchanged": "#0969da",
     "inconclusive": "#9a6700",
+    "removed": "#82071e",
+    "added": "#6e7781",
 }
 # Marker symbol of an attempt on the timeline, by its explanation.
 EXPLANATION_SYMBOLS = {
