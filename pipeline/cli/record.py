@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -28,6 +28,10 @@ from pipeline.cli.common import (
 )
 from pipeline.contract.policy import POLICY_DEFAULTS
 from pipeline.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from pipeline.store.tables import Store
+
 from pipeline.record.options import (
     AB_POLICY,
     ROUND_OPTIONS,
@@ -588,6 +592,7 @@ def ab_command(
         fail_on=fail_on,
         names=names,
         report=report,
+        write_page=_write_page,
         allow_removed=allow_removed,
     )
     sinks.emit(result)
@@ -596,6 +601,13 @@ def ab_command(
     if result.round.status == "failed":
         return int(ExitCode.ROUND_FAILED)
     return int(ExitCode.NOT_PASS if result.gate is None or result.gate.failed else ExitCode.OK)
+
+
+def _write_page(store: Store, campaign_id: str, path: Path) -> None:
+    """ab --report: the campaign's page, as `explain-pipeline report` writes it."""
+    from pipeline.report import write_report
+
+    write_report(store, campaign_id, path)
 
 
 def _names(value: str | None) -> tuple[str, str] | None:

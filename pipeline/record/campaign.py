@@ -192,6 +192,7 @@ def ab(
     fail_on: str = "not-improved",
     names: Sequence[str] | None = None,
     report: Path | None = None,
+    write_page: Callable[[Store, str, Path], object] | None = None,
     allow_removed: bool = False,
 ) -> AbResult:
     """A throw-away campaign (or one kept in ``keep``) with one round, A the baseline and B the
@@ -202,8 +203,10 @@ def ab(
     ``not-improved``, ``regression`` or ``change``) the result's ``gate`` reads; ``allow_removed``
     keeps a benchmark the candidate no longer runs from failing it. ``names``: the
     two sides' short labels (check_names), else each side is labelled by its command.
-    ``report``: the file the campaign's HTML report page is written to, after the assessment
-    (as ``explain-pipeline report`` writes it)."""
+    ``report``: the file the campaign's HTML report page is written to by ``write_page`` (the
+    store, the campaign id, the file: the report's ``write_report``, which the caller passes,
+    since the report is a layer above the recorder), after the assessment and before a
+    throw-away store is removed."""
     from pipeline.assessment.gate import FAIL_ON
     from pipeline.store.tables import Store
 
@@ -212,6 +215,8 @@ def ab(
     labels = check_names(names) if names is not None else None
     if report is not None and report.is_dir():  # refused before any run
         raise UsageError(f"report {report}: is a folder; give the page's file name")
+    if report is not None and write_page is None:
+        raise UsageError("report: give write_page, the function that writes the page")
     run = run or RunOptions()
     suite = run.measure.suite is not None
     policy = ab_policy(policy, until_decided=run.until_decided, suite=suite)
@@ -244,10 +249,8 @@ def ab(
     final = final_campaign(folder, store)
     priced = _price(folder, final)
     try:
-        if report is not None:
-            from pipeline.report import write_report
-
-            write_report(store, final.campaign_id, report)
+        if report is not None and write_page is not None:
+            write_page(store, final.campaign_id, report)
     finally:
         if scratch is not None and recorded.status == "completed":
             shutil.rmtree(scratch, ignore_errors=True)
