@@ -264,7 +264,8 @@ def gate_leads(gate: Gate | None) -> bool:
 
 def gate_line(gate: Gate) -> str:
     """`assess --gate`, `ab --fail-on`: the gated attempt, whether it failed, and the members
-    that decided it (the regressed ones, and under ``change`` the improved ones)."""
+    that decided it (the regressed ones, under ``change`` the improved ones, and those that could
+    not be decided for want of data, with their reason)."""
     row = gate.attempt
     where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
     named = [
@@ -280,9 +281,9 @@ def gate_line(gate: Gate) -> str:
     what = f"--fail-on {gate.fail_on}"
     if row["status"] != "completed":
         return f"{where}: FAIL ({what}): the attempt is {row['status']}; nothing was decided"
-    if gate.failed:
+    if gate.failed:  # a member inconclusive for want of data is named with its reason
         return f"{where}: FAIL ({what}): " + "; ".join(
-            f"{label} {ratio} {m['verdict']}" for label, ratio, m in named
+            f"{label} {ratio} {verdict_text(m)}" for label, ratio, m in named
         )
     if gate.members == 1:
         verb = "regress" if gate.fail_on == "regression" else "move"
