@@ -9,6 +9,7 @@ import json
 import re
 import shlex
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import polars as pl
@@ -116,6 +117,16 @@ def test_a_benchmark_missing_or_zero_in_one_run_fails_the_regression_and_change_
             f"test_s.py::test_2 inf inconclusive ({reason})" in gate
         ), gate
         assert "metric" not in gate and "test_s.py::test_0" not in gate  # decided or wide
+    # the JUnit report fails that benchmark's case too, with its reason
+    junit = tmp_path / "ab.xml"
+    _cli([*args, "--junit", str(junit), *commands], capsys)
+    case = next(
+        c
+        for c in ET.parse(junit).iter("testcase")
+        if c.get("name") == "benchmark test_s.py::test_2"
+    )
+    failure = case.find("failure")
+    assert failure is not None and reason in str(failure.get("message")), ET.tostring(case)
 
 
 @pytest.mark.slow
