@@ -403,3 +403,30 @@ def test_ingested_suite_rounds_are_decided_queryable_and_nested_in_json(
     code, out, _ = _cli(["query", sql, "--store", store, "--format", "csv"], capsys)
     # b3 is 4/21 of the sum: 50% slower makes the metric about 10% slower, regressed too
     assert (code, out.splitlines()) == (0, ["name,verdict", "b3,regressed", "seconds,regressed"])
+
+
+def test_a_member_whose_bound_overflows_is_inconclusive_not_finite_and_fails_the_gate(
+    tmp_path: Path,
+) -> None:
+    """A benchmark at 1e300 against 1e-4, alternating: finite log-ratios of ±700, a
+    simultaneous bound of exp(±1000) out of range. It has no interval and fails the gate."""
+    from pipeline.assessment.campaigns import gate
+
+    runs = []
+    for rep in range(6):
+        for side in ("baseline", "candidate"):
+            value = 1e300 if (rep + (side == "candidate")) % 2 else 1e-4
+            regions = {"steady": 0.001 * (1 + 0.001 * rep), "wild": value}
+            runs.append(run(side, rep, 1.0 + 0.001 * rep, breakdown=regions))
+    store = Store(tmp_path / "store")
+    write_store(store, [campaign("s", decide="regions")], [Attempt("s", "r001", 1, runs)])
+    result = assess(store)
+    wild = result.benchmarks.filter(pl.col("name") == "wild").row(0, named=True)
+    assert (wild["verdict"], wild["reason"], wild["low"], wild["high"]) == (
+        "inconclusive",
+        "not_finite",
+        None,
+        None,
+    )
+    got = gate(result, "s", None, "regression")
+    assert got.failed and got.deciders["name"].to_list() == ["wild"]

@@ -358,3 +358,35 @@ def test_one_bootstrap_call_per_group(monkeypatch: pytest.MonkeyPatch) -> None:
     comparisons(inputs(camps, attempts))
     # (n=6, seed 1): 2 attempts x 3 quantities; (n=7, seed 1): 3; (n=6, seed 2): 3
     assert sorted(calls) == sorted([((6, 6), 1), ((7, 3), 1), ((6, 3), 2)])
+
+
+def test_values_out_of_range_are_not_finite_and_never_a_direction() -> None:
+    """A region summed over steps near 1e308 overflows to inf in every run (inf / inf: NaN);
+    a counter ratio of 1e308 to 1e-10 overflows, one of 1e-100 to 1e308 underflows to 0.
+    Before: the NaN region read as a decrease (NaN > 1 is true in Polars); the others raised
+    or were +inf."""
+    big = {"s0": {"big": 1e308, "x": 1.0}, "s1": {"big": 1e308, "x": 1.0}}
+    runs = []
+    for i in range(6):
+        for side, over in (("baseline", 1e308), ("candidate", 1e-10)):
+            counters = {"over": over, "under": 1e-100 if side == "baseline" else 1e308}
+            runs.append(run(side, i, 1.0 + 0.01 * i, breakdown=big, counters=counters))
+    got = _one(runs)
+    for name in ("big", "over", "under"):
+        row = next(v for k, v in got.items() if k[2] == name)
+        assert (row["status"], row["reason"], row["direction"]) == (
+            "unverifiable",
+            "not_finite",
+            None,
+        ), name
+        assert row["estimate"] is None and row["low"] is None and row["high"] is None
+    assert got[("a", "region", "x")]["reason"] is None  # the finite region beside it is kept
+
+
+def test_an_interval_bound_past_the_float_range_is_not_finite() -> None:
+    """Finite log-ratios of about ±700 (values 1e300 against 1e-4): under student_t a bound is
+    exp(1000) = inf, an overflow (no pair is +inf), so the row has no interval."""
+    b = [1e300, 1e-4] * 3
+    c = [1e-4, 1e300] * 3
+    row = _one(_pairs(b, c), interval="student_t")[("a", "metric", "e2e_seconds")]
+    assert (row["reason"], row["direction"], row["high"]) == ("not_finite", None, None)

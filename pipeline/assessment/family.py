@@ -29,7 +29,7 @@ import polars as pl
 from pipeline.assessment import sequential
 from pipeline.assessment.bootstrap import FloatArray, mean_in_order
 from pipeline.assessment.intervals import student_t_bounds
-from pipeline.assessment.quantities import SCHEDULE
+from pipeline.assessment.quantities import NOT_FINITE, SCHEDULE, out_of_range
 from pipeline.assessment.sequential import Schedule
 from pipeline.contract.schemas import table
 
@@ -55,10 +55,17 @@ ONE_SIDED: tuple[Verdict, ...] = ("added", "removed")
 """A benchmark in no baseline run (``added``) or in no candidate run (``removed``) of an attempt
 with pairs: a fact of what ran, not of a ratio, so it has no interval, no place in ``m`` and its
 own outcome (a removed benchmark is a lost guard: the gate fails on it, contract §15)."""
-Reason = Literal["too_few_pairs", "zero_baseline", "zero_candidate"]
-DATA_REASONS: tuple[Reason, ...] = ("zero_baseline", "zero_candidate", "too_few_pairs")
+Reason = Literal["too_few_pairs", "zero_baseline", "zero_candidate", "not_finite"]
+DATA_REASONS: tuple[Reason, ...] = (
+    "zero_baseline",
+    "zero_candidate",
+    "not_finite",
+    "too_few_pairs",
+)
 """Why a member has no interval, from its pairs; checked in this order (contract §4.3's order).
-A member without such a reason of an attempt that did not complete is ``attempt_<status>``."""
+A member without such a reason of an attempt that did not complete is ``attempt_<status>``.
+A member with one cannot be decided for want of data, and fails a ``regression`` or ``change``
+gate (pipeline.assessment.gate)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +211,9 @@ def family_table(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame
     found = members(summary, campaigns)
     due = found.filter(pl.col("reason").is_null() & pl.col("one_sided").is_null()).sort("qid")
     numbers = _intervals(due)
+    # an interval bound past e^709 (log-ratios spread over hundreds) is no interval
+    overflow = out_of_range(pl.col("xs"), "estimate", "low", "high")
+    kept = ~pl.col("reason").eq_missing(NOT_FINITE)
     return (
         table("benchmarks")
         .conform(
@@ -212,6 +222,13 @@ def family_table(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame
             .with_columns(
                 pl.coalesce("estimate_t", "estimate").alias("estimate"),
                 pl.col("one_sided").cast(pl.String).alias("verdict"),
+            )
+            .with_columns(
+                pl.when(overflow).then(pl.lit(NOT_FINITE)).otherwise("reason").alias("reason")
+            )
+            .with_columns(
+                pl.when(kept).then(pl.col(c)).alias(c)
+                for c in ("estimate", "low", "high", "critical", "method")
             )
         )
         .collect()
@@ -222,12 +239,13 @@ def family_table(summary: pl.DataFrame, campaigns: pl.LazyFrame) -> pl.DataFrame
 def verdict_rule(gate_pct: pl.Expr, margin_pct: pl.Expr) -> pl.Expr:
     """contract §15, from the columns ``low`` and ``high``: directional claims first.
     ``regressed`` if high < 1 and high ≤ 1/M; ``improved`` if low > 1 and low ≥ g; else
-    ``unchanged`` if 1/M ≤ low and high ≤ M; else ``inconclusive`` (also without an interval),
-    with g = 1 + gate_pct/100, M = 1 + margin_pct/100."""
+    ``unchanged`` if 1/M ≤ low and high ≤ M; else ``inconclusive`` (also without an interval
+    and with a NaN bound: ``NaN > 1`` is true in Polars), with g = 1 + gate_pct/100,
+    M = 1 + margin_pct/100."""
     low, high = pl.col("low"), pl.col("high")
     gate, margin = 1 + gate_pct / 100, 1 + margin_pct / 100
     return (
-        pl.when(low.is_null() | high.is_null())
+        pl.when(low.is_null() | high.is_null() | low.is_nan() | high.is_nan())
         .then(pl.lit("inconclusive"))
         .when((high < 1) & (high <= 1 / margin))
         .then(pl.lit("regressed"))

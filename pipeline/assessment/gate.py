@@ -4,7 +4,11 @@ benchmarks decided it (contract §15).
 - ``not-improved`` (the default, the gate of before): fail unless the attempt's verdict is PASS.
 - ``regression``: fail when any decided member regressed — a benchmark, or the metric — or when
   the attempt did not complete (a round that stopped decides nothing, and a crash must not pass
-  CI). An ``inconclusive`` member does not fail it: the gate fails only on a regression shown.
+  CI). It **fails closed**: a member that could not be decided for want of data (a reason of
+  ``family.DATA_REASONS``: too few pairs, a zero baseline or candidate value, a value out of
+  range) fails it too, since a gate that cannot decide must not pass. A member ``inconclusive``
+  only because its interval is too wide (reason null) does not: the gate fails on a regression
+  shown, not on one that was not ruled out.
 - ``change``: as ``regression``, for any member improved or regressed.
 
 Under ``regression`` and ``change`` a ``removed`` benchmark (in the baseline's runs, in no
@@ -36,7 +40,8 @@ FAILING: dict[FailOn, tuple[str, ...]] = {
     "change": ("regressed", "improved", "removed"),
 }
 """The member verdicts a gate names; under regression and change, any of them fails it
-(``removed`` only without ``allow_removed``)."""
+(``removed`` only without ``allow_removed``), and so does an ``inconclusive`` member with a
+data reason (``failing``)."""
 REMOVED = "removed"
 ONE_SIDED_TEXT = {
     "added": "in the candidate's runs, in no baseline run",
@@ -102,29 +107,53 @@ def metric_member(
         },
     )
     rule = family.verdict_rule(pl.lit(gate_pct), pl.lit(margin_pct))
-    verdict = rule if row["status"] == "completed" else pl.lit("inconclusive")
-    return frame.with_columns(verdict.alias("verdict"), pl.lit(None, pl.String).alias("reason"))
+    reason = row.get("paired_reason")
+    data_reason = reason if reason in family.DATA_REASONS else None
+    if row["status"] != "completed" or data_reason is not None:
+        rule = pl.lit("inconclusive")
+    return frame.with_columns(rule.alias("verdict"), pl.lit(data_reason, pl.String).alias("reason"))
+
+
+def failing(fail_on: FailOn) -> pl.Expr:
+    """Whether a member (a row with ``verdict`` and ``reason``) fails the gate ``fail_on``: its
+    verdict is one of FAILING's, or, under ``regression`` and ``change``, it is ``inconclusive``
+    for want of data (a reason of ``family.DATA_REASONS``: fail closed). Under ``not-improved``
+    the members are named for information only."""
+    import polars as pl
+
+    from pipeline.assessment import family
+
+    named = pl.col("verdict").is_in(FAILING[fail_on])
+    if fail_on == DEFAULT_FAIL_ON:
+        return named
+    undecidable = (pl.col("verdict") == "inconclusive") & pl.col("reason").is_in(
+        family.DATA_REASONS
+    )
+    return named | undecidable.fill_null(False)
 
 
 def decide_gate(
     row: Mapping[str, Any], members: pl.DataFrame, fail_on: str, *, allow_removed: bool = False
 ) -> Gate:
     """The gate of the attempt ``row`` (an assessments row) over its ``members`` (rows with
-    MEMBER_COLUMNS: its benchmarks, or ``metric_member``); with ``allow_removed`` a removed
-    benchmark is still named but fails nothing."""
+    MEMBER_COLUMNS: its benchmarks, or ``metric_member``). The members named: those that fail
+    it (``failing``), the decided ones first, the largest slowdown first; with
+    ``allow_removed`` a removed benchmark is still named but fails nothing."""
     import polars as pl
 
     if fail_on not in FAIL_ON:
         raise ValueError(f"--fail-on must be one of {', '.join(FAIL_ON)}, got {fail_on!r}")
     chosen = cast(FailOn, fail_on)
     named = (
-        members.filter(pl.col("verdict").is_in(FAILING[chosen]))
-        .sort("estimate", nulls_last=True)
+        members.filter(failing(chosen))
+        .sort(
+            pl.col("verdict") == "inconclusive", pl.col("estimate").fill_nan(None), nulls_last=True
+        )
         .select(MEMBER_COLUMNS)
     )
-    failing = named.filter(pl.col("verdict") != REMOVED) if allow_removed else named
+    counted = named.filter(pl.col("verdict") != REMOVED) if allow_removed else named
     if chosen == "not-improved":
         failed = row["verdict"] != "PASS"
     else:
-        failed = row["status"] != "completed" or failing.height > 0
+        failed = row["status"] != "completed" or counted.height > 0
     return Gate(chosen, failed, dict(row), named, members.height, allow_removed)

@@ -5,6 +5,7 @@ call per group of quantities that share (n, seed, resamples, confidence)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,7 +25,12 @@ SCHEDULE = ["sequential_first_look", "sequential_look_every", "sequential_max_pa
 
 Quantity = Literal["metric", "region", "region_normalized", "share_speedup", "counter"]
 Reason = Literal[
-    "no_reference_time", "zero_share", "zero_baseline", "zero_candidate", "too_few_pairs"
+    "no_reference_time",
+    "zero_share",
+    "zero_baseline",
+    "zero_candidate",
+    "not_finite",
+    "too_few_pairs",
 ]
 
 _ENGINE: Literal["in-memory"] = "in-memory"
@@ -42,8 +48,13 @@ REASON_ORDER: tuple[Reason, ...] = (
     "zero_share",
     "zero_baseline",
     "zero_candidate",
+    "not_finite",
     "too_few_pairs",
 )
+NOT_FINITE: Reason = "not_finite"
+"""A value, a ratio, the estimate or a bound out of the floating-point range: a run's sum that
+overflowed (values near 1e308), a ratio of two such values (NaN), an interval bound past e^709.
+Such a quantity has no estimate, no interval and no direction (``NaN > 1`` is true in Polars)."""
 _PAIR_SCHEMA = {
     "campaign_id": pl.String,
     "attempt_id": pl.String,
@@ -104,8 +115,9 @@ def _ordered_sums(lists: pl.Series) -> pl.Series:
     padded.sort(axis=0)
     padded[~present] = -0.0  # x + -0.0 == x for every x, -0.0 included
     total = padded[0].copy()
-    for row in padded[1:]:
-        total += row
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is flagged not_finite
+        for row in padded[1:]:
+            total += row
     return pl.Series(lists.name, total)
 
 
@@ -326,7 +338,8 @@ def _share(steps: pl.LazyFrame, pair_keys: pl.LazyFrame) -> pl.LazyFrame:
     share = _group_sum(steps, ["run"], ref=pl.col("ref_s"), every=pl.col("all_s")).select(
         ["run", (pl.col("ref") / pl.col("every")).alias("value")]
     )
-    bad = lambda s: pl.col(s).is_null() | pl.col(s).is_nan() | (pl.col(s) == 0)  # noqa: E731
+    # a NaN share is an overflowed sum (inf / inf): log_ratios flags it not_finite
+    bad = lambda s: pl.col(s).is_null() | (pl.col(s) == 0)  # noqa: E731
     return (
         pair_keys.join(_side(share, "b", []), on="run_b", how="left")
         .join(_side(share, "c", []), on="run_c", how="left")
@@ -512,17 +525,25 @@ def pair_frames(inputs: Inputs) -> PairFrames:
 
 def log_ratios(raw: pl.LazyFrame, campaigns: pl.LazyFrame) -> pl.LazyFrame:
     """x = ln(b / c); ln(c / b) for the metric of a `better: higher` campaign and for shares.
-    Baseline 0 (incl. 0/0) flags zero_baseline; candidate 0 with baseline > 0 gives x = +inf."""
+    A value that is not finite (a sum that overflowed, NaN) flags not_finite; then baseline 0
+    (incl. 0/0) flags zero_baseline; candidate 0 with baseline > 0 gives x = +inf (b / c) or
+    flags zero_candidate (c / b); a ratio of two nonzero values out of range (0 or inf) flags
+    not_finite."""
     q = pl.col("quantity")
     c_over_b = (q == "share_speedup") | ((q == "metric") & (pl.col("metric_better") == "higher"))
     ratio = speedup(pl.col("b"), pl.col("c"), c_over_b)
+    b, c, r = pl.col("b"), pl.col("c"), pl.col("ratio")
     flag = (
         pl.when(pl.col("flag").is_not_null())
         .then(pl.col("flag"))
-        .when(pl.col("b") == 0)
+        .when(~b.is_finite() | ~c.is_finite())
+        .then(pl.lit(NOT_FINITE))
+        .when(b == 0)
         .then(pl.lit("zero_baseline"))
-        .when(pl.col("ratio") == 0)  # only the c/b ratios: a higher-is-better metric fell to 0
-        .then(pl.lit("zero_candidate"))
+        .when(c == 0)  # b / c: +inf, the thing vanished (no flag); c / b: 0
+        .then(pl.when(r == 0).then(pl.lit("zero_candidate")))
+        .when(~r.is_finite() | (r == 0))  # b / c or c / b overflowed, or underflowed to 0
+        .then(pl.lit(NOT_FINITE))
     )
     return (
         raw.join(campaigns.select("campaign_id", "metric_better"), on="campaign_id")
@@ -661,12 +682,21 @@ def intervals(summary: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(out)
 
 
+def out_of_range(xs: pl.Expr, *numbers: str) -> pl.Expr:
+    """Whether any of the columns ``numbers`` (an estimate, a bound) is NaN, or infinite while
+    no pair of ``xs`` is ``+inf`` (the +inf rules of contract §4.2 give a vanished quantity an
+    infinite estimate or bound; any other infinity is an overflow). Null counts as in range."""
+    vanished = xs.list.eval(pl.element() == math.inf).list.any().fill_null(False)
+    bad = [pl.col(n).is_nan() | (pl.col(n).is_infinite() & ~vanished) for n in numbers]
+    return pl.any_horizontal(bad).fill_null(False)
+
+
 def _direction() -> pl.Expr:
     speedup = pl.col("quantity").is_in(["metric", "share_speedup"])
     up = pl.when(speedup).then(pl.lit("improved")).otherwise(pl.lit("decrease"))
     down = pl.when(speedup).then(pl.lit("regressed")).otherwise(pl.lit("increase"))
     return (
-        pl.when(pl.col("status") != "ok")
+        pl.when((pl.col("status") != "ok") | pl.col("low").is_nan() | pl.col("high").is_nan())
         .then(None)
         .when(pl.col("low") > 1)
         .then(up)
@@ -686,10 +716,21 @@ def comparisons(inputs: Inputs, frames: PairFrames | None = None) -> pl.DataFram
 def comparisons_of(summary: pl.DataFrame) -> pl.DataFrame:
     """Rows of table `comparisons` from the summary of quantities (`summarize`)."""
     bounds = intervals(summary)
+    numbers = ("estimate", "low", "high")
     return (
         summary.join(bounds, on="qid", how="left", suffix="_boot")
+        .with_columns(pl.coalesce("estimate_boot", "estimate").alias("estimate"))
         .with_columns(
-            pl.coalesce("estimate_boot", "estimate").alias("estimate"),
+            pl.when(out_of_range(pl.col("xs"), *numbers))
+            .then(pl.lit(NOT_FINITE))
+            .otherwise(pl.col("reason"))
+            .alias("reason")
+        )
+        .with_columns(
+            *(
+                pl.when(~pl.col("reason").eq_missing(NOT_FINITE)).then(pl.col(n)).alias(n)
+                for n in (*numbers, "method")
+            ),
             pl.when(pl.col("reason").is_null())
             .then(pl.lit("ok"))
             .otherwise(pl.lit("unverifiable"))

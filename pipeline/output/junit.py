@@ -1,8 +1,9 @@
 """`--junit FILE`: a JUnit XML report for CI systems that read test reports. One ``testsuite``
 per campaign, one ``testcase`` per attempt (failure: not PASS), per declared expectation
 (failure: contradicted; skipped: unsupported or unverifiable) and, when the campaign decides
-every benchmark, per benchmark (failure: regressed; skipped: inconclusive); a blocked campaign is
-one test case in error, and so is each attempt ingest rejected."""
+every benchmark, per benchmark (failure: regressed, or inconclusive for want of data; skipped:
+inconclusive with a wide interval); a blocked campaign is one test case in error, and so is each
+attempt ingest rejected."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import xml.etree.ElementTree as ET
 import polars as pl
 
 from pipeline.assessment.campaigns import AssessResult
+from pipeline.assessment.family import DATA_REASONS
 from pipeline.output.views import (
     Split,
     attempt_message,
@@ -25,9 +27,11 @@ from pipeline.output.views import (
 
 FAILING_MEMBERS = frozenset({"regressed", "removed"})
 SKIPPED_MEMBERS = frozenset({"inconclusive"})
-"""JUnit test case of a benchmark (contract §15): failure when it regressed beyond the margin or
-was removed (in no candidate run: a lost guard); skipped when the data cannot say
-(inconclusive, too few pairs...); passed when improved, unchanged or added."""
+"""JUnit test case of a benchmark (contract §15): failure when it regressed beyond the margin,
+was removed (in no candidate run: a lost guard), or could not be decided for want of data (a
+reason of DATA_REASONS: too few pairs, a zero or missing value, a value out of range; it fails
+the regression gate too); skipped when only its interval is too wide to say; passed when
+improved, unchanged or added."""
 PASSING_OUTCOMES = frozenset({"confirmed", "consistent", "assumed"})
 FAILING_OUTCOMES = frozenset({"contradicted"})
 """JUnit test case of a declared expectation: failure when the data contradict it; skipped
@@ -77,7 +81,7 @@ def _member_cases(suite: ET.Element, members: pl.DataFrame, classname: str) -> N
     """One case per benchmark of the attempt's family, in the order every format lists them."""
     for m in members.iter_rows(named=True):
         case = _case(suite, classname, f"benchmark {member_label(m)}")
-        if m["verdict"] in FAILING_MEMBERS:
+        if m["verdict"] in FAILING_MEMBERS or m["reason"] in DATA_REASONS:
             ET.SubElement(
                 case, "failure", message=xml_text(member_message(m)), type=xml_text(m["verdict"])
             )

@@ -272,7 +272,8 @@ def gate_leads(gate: Gate | None) -> bool:
 
 def gate_line(gate: Gate) -> str:
     """`assess --gate`, `ab --fail-on`: the gated attempt, whether it failed, and the members
-    that decided it (the regressed ones, and under ``change`` the improved ones)."""
+    that decided it (the regressed ones, under ``change`` the improved ones, and those that could
+    not be decided for want of data, with their reason)."""
     row = gate.attempt
     where = f"gate: attempt {row['attempt_id']} (round {row['round']})"
     named = [
@@ -289,7 +290,7 @@ def gate_line(gate: Gate) -> str:
     if row["status"] != "completed":
         return f"{where}: FAIL ({what}): the attempt is {row['status']}; nothing was decided"
     allowed = [_named(label, ratio, m, gate) for label, ratio, m in named if _allowed(m, gate)]
-    if gate.failed:
+    if gate.failed:  # a member inconclusive for want of data is named with its reason
         return f"{where}: FAIL ({what}): " + "; ".join(
             _named(label, ratio, m, gate) for label, ratio, m in named
         )
@@ -310,7 +311,7 @@ def _named(label: str, ratio: str, member: Mapping[str, Any], gate: Gate) -> str
     """One member the gate names: ``name 0.77 [0.75, 0.79] regressed``; a removed benchmark
     has no ratio: ``name removed`` (``(allowed: --allow-removed)`` when it fails nothing)."""
     if member["verdict"] != "removed":
-        return f"{label} {ratio} {member['verdict']}"
+        return f"{label} {ratio} {verdict_text(member)}"
     allowed = " (allowed: --allow-removed)" if _allowed(member, gate) else ""
     return f"{label} removed ({ONE_SIDED_TEXT['removed']}){allowed}"
 

@@ -14,6 +14,7 @@ REASON_WORDS: dict[str, str] = {
     "too_few_pairs": "too few pairs for an interval",
     "zero_baseline": "the baseline value is 0 (no ratio)",
     "zero_candidate": "the candidate value is 0",
+    "not_finite": "a value or the ratio is out of the floating-point range",
     "no_reference_time": "no step with reference time",
     "zero_share": "the reference share is 0",
     "not_observed": "never measured in this attempt",
