@@ -66,3 +66,24 @@ def test_an_unchained_campaign_keeps_its_best_attempt(tmp_path: Path) -> None:
     text = final(tmp_path, [("main", "a", 0.8), ("main", "b", 0.92)], "table")
     assert "best attempt: r001 (round 1, candidate a): PASS\n" in text
     assert "pick:" not in text and "chained" not in text
+
+
+def test_the_report_header_counts_a_confirmation_apart(tmp_path: Path) -> None:
+    """Two rounds PASS, then a confirmation of the pick: the header said ``PASS × 3`` (the
+    confirmation counted as a round, the pick twice); now ``PASS × 2`` and the confirmation
+    named beside it."""
+    import polars as pl
+    from test_accounting import attempt, noisy_runs
+
+    from pipeline.report.pages import _verdict_counts
+    from pipeline.study.stored import write_attempt
+
+    folder = campaign(tmp_path / "attempts", [("main", "a", 0.8), ("main", "b", 0.92)])
+    confirm = attempt("c003", 3, "main", "a", kind="confirmation", confirms="r001")
+    write_attempt(folder, confirm, noisy_runs(0.8, 7))
+    rows = assessed(folder, Store(tmp_path / "store")).assessments
+    assert rows.filter(pl.col("verdict") == "PASS").height == 3
+    header = _verdict_counts(rows)
+    assert "&nbsp;×&nbsp;2" in header and "×&nbsp;3" not in header
+    assert header.endswith("confirmation c003: " + header.split("confirmation c003: ")[1])
+    assert "PASS" in header.split("confirmation c003: ")[1]
