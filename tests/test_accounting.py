@@ -162,8 +162,8 @@ def test_a_chained_campaign_confirms_its_last_adopted_step(tmp_path: Path) -> No
     assert got.chain_estimate == pytest.approx(rows["r001"] * rows["r002"])
     text = render(FinalResult(ingest(folder.parent, store), result, "c1"), "table")
     assert (
-        "chained campaign (a round's baseline is an earlier candidate): main -> r001 -> r002"
-        in text
+        "chained campaign (a round's baseline is an earlier candidate): main -> a -> b "
+        "(adopted in r001, r002)" in text
     )
 
 

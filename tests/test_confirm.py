@@ -153,7 +153,8 @@ def test_a_chained_campaign_confirms_the_last_step_against_the_first_baseline(
     )
     assert attempt["commands"]["baseline"]["command"] == workload(80_000)
     assert (
-        "chained campaign (a round's baseline is an earlier candidate): main -> r001 -> r002" in out
+        "chained campaign (a round's baseline is an earlier candidate): main -> step1 -> step2 "
+        "(adopted in r001, r002)" in out
     )
     row = Store(store).read("assessments", ["chain"]).filter(pl.col("attempt_id") == "c003")
     # main against step2 directly: 100,000 / 50,000 iterations = 2.0, where a step measures

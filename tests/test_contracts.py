@@ -44,6 +44,7 @@ STORED_FIELDS: list[tuple[str, tuple[str, ...], str, str]] = [
     ("attempt", ("kind",), "attempts", "kind"),
     ("attempt", ("confirms",), "attempts", "confirms"),
     ("attempt", ("chosen",), "attempts", "chosen"),
+    ("attempt", ("measured",), "attempts", "measured"),
     ("attempt", ("commands", "baseline", "command"), "attempts", "baseline_command"),
     ("attempt", ("commands", "baseline", "cwd"), "attempts", "baseline_cwd"),
     ("attempt", ("commands", "candidate", "command"), "attempts", "candidate_command"),

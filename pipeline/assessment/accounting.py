@@ -85,6 +85,11 @@ class Account:
     """(confirmation, attempt it confirms) of attempts that are not the target now (the pick
     moved since, or another round was confirmed on purpose)."""
     again: tuple[Confirmation, ...] = ()
+    chain_labels: tuple[str, ...] = ()
+    """The chain's labels, its first step's baseline first: ``main``, ``a``, ``b``."""
+    chain_broken: bool = False
+    """The chain does not reach the reference baseline: its first step's baseline is no earlier
+    adopted round's candidate (a baseline never recorded)."""
 
 
 def _rounds_of(attempts: pl.DataFrame) -> pl.DataFrame:
@@ -103,13 +108,23 @@ def _is_chained(rounds: pl.DataFrame) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class _Chain:
+    steps: tuple[str, ...]
+    labels: tuple[str, ...]
+    product: float | None
+    broken: bool
+
+
 def _chain(
     target: str, rounds: pl.DataFrame, rows: Mapping[str, dict[str, Any]], reference: str
-) -> tuple[tuple[str, ...], float | None]:
+) -> _Chain:
     """The adopted steps from the reference baseline to ``target`` (each step's baseline is the
-    candidate of the latest eligible round before it) and the product of their estimates."""
+    candidate of the latest eligible round before it), their labels and the product of their
+    estimates; broken when a step's baseline is no earlier adopted candidate (no product)."""
     by_id = {r["attempt_id"]: r for r in rounds.iter_rows(named=True)}
     steps, current = [target], by_id[target]
+    labels = [current["candidate"]]
     while current["baseline"] != reference:
         before = [
             r
@@ -119,13 +134,17 @@ def _chain(
             and rows.get(r["attempt_id"], {}).get("eligible")
         ]
         if not before:
-            return tuple(reversed(steps)), None
+            labels.append(current["baseline"])
+            return _Chain(tuple(reversed(steps)), tuple(reversed(labels)), None, True)
         current = max(before, key=lambda r: (r["round"], r["attempt_id"]))
         steps.append(current["attempt_id"])
+        labels.append(current["candidate"])
+    labels.append(reference)
+    chain = tuple(reversed(steps)), tuple(reversed(labels))
     estimates = [rows[s].get("paired_estimate") for s in steps]
     if any(e is None for e in estimates):
-        return tuple(reversed(steps)), None
-    return tuple(reversed(steps)), float(np.prod(np.asarray(estimates, dtype=np.float64)))
+        return _Chain(*chain, None, False)
+    return _Chain(*chain, float(np.prod(np.asarray(estimates, dtype=np.float64))), False)
 
 
 def _target(
@@ -258,10 +277,9 @@ def account(
     chained = _is_chained(rounds)
     target, rule = _target(rounds, rows, chained)
     reference = rounds["baseline"][0] if rounds.height else None
-    chain: tuple[str, ...] = ()
-    product: float | None = None
+    found = _Chain((), (), None, False)
     if chained and target is not None and reference is not None:
-        chain, product = _chain(target, rounds, rows, reference)
+        found = _chain(target, rounds, rows, reference)
     expected, how, spread, side = _expected(assessments, rounds, policy)
     confirmation, others, again = _confirmations(attempts, rows, target)
     return Account(
@@ -279,11 +297,13 @@ def account(
         target=target,
         target_rule=rule,
         target_row=rows.get(target) if target is not None else None,
-        chain=chain,
-        chain_estimate=product,
+        chain=found.steps,
+        chain_estimate=found.product,
         confirmation=confirmation,
         other_confirmations=others,
         again=again,
+        chain_labels=found.labels,
+        chain_broken=found.broken,
     )
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 from pipeline.record.options import (
     AB_POLICY,
+    MEASURED_KEYS,
     ROUND_OPTIONS,
     RoundOption,
     RunOptions,
@@ -332,6 +333,7 @@ def final_command(
             trust_recorded=trust_recorded,
             again=again,
             given_commands=given_commands,
+            measured_given=_given(MEASURED_KEYS),
         )
         final = confirm_campaign(request, store, progress=sys.stderr.isatty(), warn=_warn)
     else:
@@ -348,6 +350,12 @@ def final_command(
     if code == ExitCode.OK and (final.rejected.height or final.ingest.exit_code):
         return int(ExitCode.REJECTED)
     return int(code)
+
+
+def _given(names: tuple[str, ...]) -> frozenset[str]:
+    """Which of the options ``names`` the command line gave (not left at their default)."""
+    ctx = click.get_current_context()
+    return frozenset(n for n in names if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE)
 
 
 def _without_confirm() -> None:

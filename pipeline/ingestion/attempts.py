@@ -690,6 +690,7 @@ def _attempt_row(
         "kind": doc.get("kind"),
         "confirms": doc.get("confirms"),
         "chosen": ",".join(doc["chosen"]) if doc.get("chosen") else None,
+        "measured": _json_text(doc.get("measured")),
         **_command_columns(commands),
         "commands_sha256_actual": commands_now,
         "commands_sha256_first_seen": commands_first,

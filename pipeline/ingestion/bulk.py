@@ -95,9 +95,10 @@ def _document(body: bytes, decoder: msgspec.json.Decoder[Any], extra_keys: Any) 
 
 
 def _nested_keys(attempt: Any) -> int:
-    """Keys of the attempt's nested objects: the environment's, the sequential object's and the
-    commands' (two sides of two keys each)."""
+    """Keys of the attempt's nested objects: the environment's, the sequential object's, the
+    measured object's and the commands' (two sides of two keys each)."""
     nested = 0 if attempt.sequential is UNSET else len(_set_fields(attempt.sequential))
+    nested += 0 if attempt.measured is UNSET else len(_set_fields(attempt.measured))
     nested += 0 if attempt.commands is UNSET else 2 + 2 * 2
     return nested + (0 if attempt.environment is UNSET else len(attempt.environment))
 
@@ -149,6 +150,8 @@ def fast_attempt(
         data["sequential"] = msgspec.structs.asdict(attempt.sequential)
     if attempt.commands is not UNSET:
         data["commands"] = msgspec.to_builtins(attempt.commands)
+    if attempt.measured is not UNSET:  # unset fields left out, as written
+        data["measured"] = msgspec.to_builtins(attempt.measured)
     return Document(data, hashlib.sha256(body).hexdigest(), ""), mechanism
 
 

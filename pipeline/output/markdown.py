@@ -332,14 +332,12 @@ def final(result: FinalResult, limit: int | None = None) -> str:
     out = assessed(result.assess, limit=limit)
     if result.assess.blocked.height:
         return out
-    row = views.best_row(result.assess)
-    if row is None:
-        return out + "**best attempt:** none (no attempt is PASS)\n"
-    out += (
-        f"**best attempt:** {md(row['attempt_id'])} (round {row['round']}, candidate "
-        f"{md(row['candidate'])}): {md(views.verdict_text(row))}\n"
-    )
     account = result.assess.accounts.get(result.campaign_id)
+    pick = views.pick_text(result.assess, account)
+    if pick is None:
+        return out + "**best attempt:** none (no attempt is PASS)\n"
+    word, rest = pick.split(": ", 1)
+    out += f"**{word}:** {md(rest)}\n"
     if account is None:
         return out
     notes = [x for x in (views.selected_text(account), views.chain_text(account)) if x]

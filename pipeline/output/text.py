@@ -21,7 +21,6 @@ from pipeline.output.views import (
     SUMMARY_HEADERS,
     Split,
     accounting_text,
-    best_row,
     campaign_order,
     chain_text,
     changed,
@@ -34,6 +33,7 @@ from pipeline.output.views import (
     member_counts,
     members_in_order,
     parts,
+    pick_text,
     reference_note,
     rejected_names,
     rejections,
@@ -188,12 +188,9 @@ def final(result: FinalResult) -> str:
     out.append(assess(result.assess))
     if result.assess.blocked.height:
         return "".join(out)
-    row = best_row(result.assess)
-    if row is not None:
-        out.append(
-            f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
-            f"{row['candidate']}): {verdict_text(row)}\n"
-        )
+    pick = pick_text(result.assess, result.assess.accounts.get(result.campaign_id))
+    if pick is not None:
+        out.append(f"{pick}\n")
         out.append(_gain(result))
     elif result.rejected.height:
         out.append(

@@ -400,18 +400,53 @@ def selected_text(account: Account) -> str | None:
 
 
 def chain_text(account: Account) -> str | None:
-    """A chained campaign: the steps to the target and their multiplied estimates."""
+    """A chained campaign: its steps by label (``main -> a -> b``), the rounds that adopted
+    them and their multiplied estimates; or that the chain is broken (a step's baseline was no
+    earlier adopted candidate), so the pick does not follow the reference baseline."""
     if not account.chained or account.target is None:
         return None
-    steps = " -> ".join(account.chain) if account.chain else account.target
+    labels = " -> ".join(account.chain_labels)
+    rounds = ", ".join(account.chain)
+    head = "chained campaign (a round's baseline is an earlier candidate)"
+    if account.chain_broken:
+        return (
+            f"{head}, chain broken: {labels} (adopted in {rounds}) starts at "
+            f"{account.chain_labels[0]}, which no earlier adopted round made, so "
+            f"{account.target} does not follow {account.reference}; its confirmation measures "
+            f"{account.chain_labels[-1]} against {account.reference} directly"
+        )
     product = (
-        f" multiply to {fmt_number(account.chain_estimate)} (each step selected: it leans high)"
+        f"; their estimates multiply to {fmt_number(account.chain_estimate)} (each step "
+        "selected: it leans high)"
         if account.chain_estimate is not None
         else ""
     )
+    return f"{head}: {labels} (adopted in {rounds}){product}"
+
+
+def pick_text(result: AssessResult, account: Account | None) -> str | None:
+    """campaign final's headline: ``best attempt: r002 (round 2, candidate b): PASS``; in a
+    chained campaign the pick is the chain's last adopted step, named so (``pick: …``), and
+    when the table's best is another round, the line says that one is not the pick. None: no
+    pick."""
+    row = best_row(result)
+    if account is not None and account.chained and account.target_row is not None:
+        pick = account.target_row
+        text = (
+            f"pick: {pick['attempt_id']} (round {pick['round']}, candidate {pick['candidate']}, "
+            f"the chain's last adopted step): {verdict_text(pick)}"
+        )
+        if row is not None and row["attempt_id"] != pick["attempt_id"]:
+            text += (
+                f"; best in the table, {row['attempt_id']}, is the largest single step, not "
+                "the pick of a chained campaign"
+            )
+        return text
+    if row is None:
+        return None
     return (
-        f"chained campaign (a round's baseline is an earlier candidate): {account.reference} -> "
-        f"{steps}{product}; the target is the chain's last adopted step, {account.target}"
+        f"best attempt: {row['attempt_id']} (round {row['round']}, candidate "
+        f"{row['candidate']}): {verdict_text(row)}"
     )
 
 

@@ -10,7 +10,10 @@ with a new order seed, under the frozen policy (campaign.json is not touched), a
 command the campaign recorded for it (attempt.json's ``commands``) in the folder it was recorded
 in; a campaign recorded without them takes the commands as options. The target's declaration
 (mechanism.json) is declared again before the confirmation's candidate runs, so its evidence is
-measured again too.
+measured again too. Its runs are measured as the target's were (attempt.json's ``measured``:
+metric source, harness and its options, trace, counters, warm-up): a measurement option given
+with another value is refused, since the round would not measure what the pick measured; a
+target recorded before rounds kept it measures as the options given say.
 
 A target confirmed once is refused: a started confirmation counts, aborted or completed
 (stopping one whose progress looks bad and measuring again would be the search over again);
@@ -39,7 +42,15 @@ from pipeline.contract.inert import inert
 from pipeline.contract.layout import CAMPAIGN_FILE, MECHANISM_FILE
 from pipeline.errors import ExitCode, ExplainError, UsageError
 from pipeline.record import environment
-from pipeline.record.options import RunOptions
+from pipeline.record.measure import describe
+from pipeline.record.options import (
+    MEASURED_KEYS,
+    RunOptions,
+    flag_of,
+    measure_as,
+    measured_values,
+    recorded_values,
+)
 from pipeline.record.order import Side
 
 if TYPE_CHECKING:
@@ -68,6 +79,10 @@ class ConfirmRequest:
     """Measure again a target whose confirmation already counts (recorded: ``again``)."""
     given_commands: bool = False
     """Run given commands that differ from the recorded ones (recorded: ``given_commands``)."""
+    measured_given: frozenset[str] | None = None
+    """The keywords of options.MEASURED_KEYS the caller gave (the command line's); None: those
+    whose value in ``run`` is not the default. How the target measured (attempt.json's
+    ``measured``) is reused; a given value other than the recorded one is refused."""
 
 
 TRUST_OPTION = "--trust-recorded-commands"
@@ -220,6 +235,46 @@ def _check_recorded(sides: tuple[_Side, _Side], trusted: bool) -> None:
         )
 
 
+def _measured_as(request: ConfirmRequest, row: Mapping[str, Any]) -> tuple[RunOptions, str]:
+    """The run options of the confirmation: measured as the target was (attempt.json's
+    ``measured``), and the line that says so. A measurement option given with another value
+    than the recorded one is refused: the round would not measure what the pick measured. A
+    target recorded before rounds kept it measures as the options say (as before)."""
+    import json
+
+    run, target = request.run, row["attempt_id"]
+    if not row.get("measured"):
+        return run, (
+            f"{target} did not record how it measured: measured as given, "
+            f"{describe(run.measure)}, warm-up {run.warmup} per side"
+        )
+    recorded = recorded_values(json.loads(row["measured"]))
+    mine = measured_values(run)
+    given = request.measured_given
+    if given is None:
+        given = frozenset(k for k, v in measured_values(RunOptions()).items() if mine[k] != v)
+    for key in MEASURED_KEYS:
+        if key in given and mine[key] != recorded[key]:
+            raise UsageError(
+                f"{flag_of(key)} {inert(_value(mine[key]))}: {target} was measured with "
+                f"{flag_of(key)} {inert(_value(recorded[key]))}, and a confirmation measures as "
+                "the pick did (else it would not confirm it); leave the option out, or record "
+                "a new round measured so. Nothing was run"
+            )
+    run = measure_as(run, json.loads(row["measured"]))
+    return run, (
+        f"measured as {target} was: {describe(run.measure)}, warm-up {run.warmup} per side"
+        + (f", trace {run.trace.format}" if run.trace is not None else "")
+    )
+
+
+def _value(value: Any) -> str:
+    """An option's value as the command line writes it (``none`` when not given)."""
+    if value is None or value == ():
+        return "none"
+    return " ".join(value) if isinstance(value, tuple) else str(value)
+
+
 def _round_request(
     request: ConfirmRequest,
     target: str,
@@ -237,16 +292,15 @@ def _round_request(
     if baseline.given_instead or candidate.given_instead:
         chosen += ("given_commands",)
     mechanism = request.campaign_dir / target / MECHANISM_FILE
-    run = dataclasses.replace(
-        request.run, mechanism_file=mechanism if mechanism.is_file() else None
-    )
+    measured, how = _measured_as(request, rows[target])
+    run = dataclasses.replace(measured, mechanism_file=mechanism if mechanism.is_file() else None)
     sides: dict[Side, _Side] = {"baseline": baseline, "candidate": candidate}
     cwds = {side: found.cwd for side, found in sides.items() if found.cwd is not None}
     attempt_id = f"c{next_round(request.campaign_dir):03d}"
     if warn is not None:  # before the first run: what is about to run, and where
         warn(
             f"confirmation round {attempt_id} of {target} runs:\n{baseline.shown()}\n"
-            f"{candidate.shown()}"
+            f"{candidate.shown()}\n  {how}"
         )
     return RoundRequest(
         request.campaign_dir,

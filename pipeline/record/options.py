@@ -291,3 +291,82 @@ def ab_policy(
     if suite:
         defaults["decide"] = DECIDES_REGIONS
     return {**defaults, **(given or {})}
+
+
+# -- how a round measured (attempt.json's measured) -------------------------------------------
+MEASURED_KEYS = (
+    "warmup",
+    "metric_source",
+    "suite",
+    "suite_metric",
+    "counters",
+    "trace",
+    "step_pattern",
+    "region_pattern",
+    "renames",
+)
+"""The keywords of ROUND_OPTIONS that say how a round's runs are measured: attempt.json's
+``measured`` keeps them, and ``campaign final --confirm`` measures as the confirmed round did."""
+_UNSET_MEASURED: dict[str, Any] = {
+    "suite": None,
+    "suite_metric": MeasureOptions.suite_metric,
+    "counters": (),
+    "trace": None,
+    "step_pattern": None,
+    "region_pattern": None,
+    "renames": (),
+}
+
+
+def measured_values(run: RunOptions) -> dict[str, Any]:
+    """How ``run`` measures, by keyword of MEASURED_KEYS, as the command line writes them."""
+    imports = run.trace.imports if run.trace is not None else None
+    renames = imports.renames if imports is not None else {}
+    return {
+        "warmup": run.warmup,
+        "metric_source": run.measure.metric_source,
+        "suite": run.measure.suite,
+        "suite_metric": run.measure.suite_metric,
+        "counters": tuple(run.measure.counters),
+        "trace": run.trace.format if run.trace is not None else None,
+        "step_pattern": _source(imports.step_pattern if imports else None),
+        "region_pattern": _source(imports.region_pattern if imports else None),
+        "renames": tuple(f"{old}={new}" for old, new in renames.items()),
+    }
+
+
+def _source(pattern: Any) -> str | None:
+    return None if pattern is None else str(pattern.pattern)
+
+
+def measured_object(run: RunOptions) -> dict[str, Any]:
+    """attempt.json's ``measured``: the values of MEASURED_KEYS, those unset left out (the
+    suite's metric only with a suite); ``warmup``, ``metric_source`` and ``counters`` always."""
+    values = measured_values(run)
+    if values["suite"] is None:
+        values["suite_metric"] = None
+    kept = {k: v for k, v in values.items() if v is not None and (v != () or k == "counters")}
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in kept.items()}
+
+
+def recorded_values(measured: Mapping[str, Any]) -> dict[str, Any]:
+    """The MEASURED_KEYS values of an attempt.json ``measured`` object (what it leaves out at
+    its unset value)."""
+    found = {**_UNSET_MEASURED, **measured}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in found.items()}
+
+
+def measure_as(run: RunOptions, measured: Mapping[str, Any]) -> RunOptions:
+    """``run`` measuring as ``measured`` (an attempt.json ``measured`` object) says; the rest
+    (repetitions, order seed, timeout, the stopping plan) is ``run``'s."""
+    kept = {
+        f.name: getattr(run, f.name)
+        for f in dataclasses.fields(RunOptions)
+        if f.name not in ("trace", "measure", "warmup")
+    }
+    return build_run_options({**kept, **recorded_values(measured)})
+
+
+def flag_of(name: str) -> str:
+    """The command line's flag of a ROUND_OPTIONS keyword: ``--metric-source``."""
+    return next(entry.flags[0] for entry in ROUND_OPTIONS if entry.name == name)

@@ -56,7 +56,7 @@ from pipeline.record.measure import (
     check_results_path,
     describe,
 )
-from pipeline.record.options import RunOptions
+from pipeline.record.options import RunOptions, measured_object
 from pipeline.record.order import (
     Side,
     Slot,
@@ -359,10 +359,10 @@ def _cwds(settings: RunSettings) -> str:
 
 
 def _recorded(request: RoundRequest, settings: RunSettings) -> dict[str, Any]:
-    """What attempt.json keeps of the round beyond the runs: each side's command and folder
-    (so it can be measured again), a suite round's metric rule (its metric is formed again over
-    the benchmarks both sides measured, contract §15) and, for a confirmation round, what it
-    confirms."""
+    """What attempt.json keeps of the round beyond the runs: each side's command and folder and
+    how the runs were measured (so it can be measured again alike), a suite round's metric rule
+    (its metric is formed again over the benchmarks both sides measured, contract §15) and, for
+    a confirmation round, what it confirms."""
     given: dict[Side, str] = {
         "baseline": request.baseline_cmd,
         "candidate": request.candidate_cmd,
@@ -371,7 +371,7 @@ def _recorded(request: RoundRequest, settings: RunSettings) -> dict[str, Any]:
         side: {"command": command, "cwd": str(settings.cwd_of(side))}
         for side, command in given.items()
     }
-    found: dict[str, Any] = {"commands": commands}
+    found: dict[str, Any] = {"commands": commands, "measured": measured_object(request.run)}
     if settings.measure.suite is not None and not settings.needs_file:
         found["suite_metric"] = settings.measure.suite_metric  # assess combines common ones
     if request.confirms is not None:

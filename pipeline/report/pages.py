@@ -167,6 +167,23 @@ def _kv(key: str, value_html: str) -> str:
     return f'<div class="kv"><div class="k">{esc(key)}</div><div class="v">{value_html}</div></div>'
 
 
+def _verdict_counts(assessments: pl.DataFrame) -> str:
+    """The header's verdicts: the rounds' counted per verdict, each confirmation round named
+    apart (it measures a round again: counting it would count that round twice)."""
+    confirming = assessments["kind"] == "confirmation"
+    rounds = assessments.filter(~confirming)
+    status = " ".join(
+        f"{verdict_badge(v)}&nbsp;×&nbsp;{n}"
+        for v in VERDICT_COLOURS
+        if (n := int((rounds["verdict"] == v).sum()))
+    )
+    confirmations = [
+        f"confirmation {esc(str(r['attempt_id']))}: {verdict_badge(r['verdict'])}"
+        for r in assessments.filter(confirming).iter_rows(named=True)
+    ]
+    return " · ".join([x for x in [status] if x] + confirmations)
+
+
 def summary_html(data: CampaignData) -> str:
     c = data.campaign
     if data.blocked:
@@ -174,11 +191,7 @@ def summary_html(data: CampaignData) -> str:
     elif data.assessments.is_empty():
         status = badge("no attempts", "#6e7781")
     else:
-        status = " ".join(
-            f"{verdict_badge(v)}&nbsp;×&nbsp;{n}"
-            for v in VERDICT_COLOURS
-            if (n := int((data.assessments["verdict"] == v).sum()))
-        )
+        status = _verdict_counts(data.assessments)
     cards = [
         _kv(
             "metric",
