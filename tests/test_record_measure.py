@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import cli_result as run_main
+from helpers import without_progress
 
 from pipeline.record.measure import MeasureFailure, MeasureOptions, instructions, rusage_counters
 from pipeline.record.order import SIDES
@@ -54,7 +55,7 @@ def ab(
 ) -> tuple[int, str, list[dict[str, Any]]]:
     kept = tmp_path / "kept"
     code, out, err = run_main(["ab", a, b, "--keep", str(kept), *extra], capsys)
-    assert err == "" or not quiet, err
+    assert without_progress(err) == "" or not quiet, err
     return code, out, lines_of(kept / "r001")
 
 
