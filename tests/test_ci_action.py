@@ -6,11 +6,13 @@ measurement script imports the code under test."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from constraints import FILE as CONSTRAINTS
+from constraints import pins, pyproject, runtime, written
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from test_docs import DOCS, ROOT
 
 ACTION = ROOT / "action.yml"
@@ -37,6 +43,13 @@ def load(text: str) -> dict[str, Any]:
 
 def action() -> dict[str, Any]:
     return load(ACTION.read_text(encoding="utf-8"))
+
+
+def step(document: dict[str, Any], name: str) -> dict[str, Any]:
+    """The action's step of id ``name``."""
+    (found,) = (s for s in document["runs"]["steps"] if s.get("id") == name)
+    assert isinstance(found, dict)
+    return found
 
 
 def doc_workflows(page: Path) -> list[str]:
@@ -108,7 +121,7 @@ def test_actionlint_checks_the_action_s_steps(tmp_path: Path) -> None:
     """An input the action does not declare, or an output of a step that does not exist, is
     found in the action as in a workflow."""
     document = action()
-    document["runs"]["steps"][1]["env"]["BASELINE"] = "${{ inputs.baselin }}"
+    step(document, "ab")["env"]["BASELINE"] = "${{ inputs.baselin }}"
     document["outputs"]["junit"]["value"] = "${{ steps.nope.outputs.junit }}"
     path = tmp_path / "broken-action.yml"
     path.write_text(action_as_workflow(document))
@@ -123,10 +136,13 @@ def test_the_action_declares_every_input_it_uses_and_uses_every_input() -> None:
     declared = set(document["inputs"])
     used = set(_INPUT.findall(ACTION.read_text(encoding="utf-8")))
     assert used == declared
-    for step in document["runs"]["steps"]:
-        assert step["shell"] == "bash"
-        assert "${{" not in step["run"], "inputs reach a script through env, never pasted"
-    ids = {step.get("id") for step in document["runs"]["steps"]}
+    for each in document["runs"]["steps"]:
+        if "uses" in each:  # actions/cache: its with: holds no input
+            assert not _INPUT.search(json.dumps(each)), each
+            continue
+        assert each["shell"] == "bash"
+        assert "${{" not in each["run"], "inputs reach a script through env, never pasted"
+    ids = {each.get("id") for each in document["runs"]["steps"]}
     for output in document["outputs"].values():
         assert re.fullmatch(r"\$\{\{ steps\.(\w+)\.outputs\.[\w-]+ \}\}", output["value"])
         assert output["value"].split(".")[1] in ids
@@ -174,13 +190,17 @@ class Runner:
             "GITHUB_OUTPUT": str(output),
             "GITHUB_STEP_SUMMARY": str(self.temp / "step-summary.md"),
             "RUNNER_TEMP": str(self.temp),
+            "RUNNER_OS": "Linux",
+            "RUNNER_ARCH": "X64",
             "EXPLAIN_CACHE_DIR": os.environ.get("EXPLAIN_CACHE_DIR", ""),
         }
 
-    def run_step(self, step: dict[str, Any], given: dict[str, str]) -> tuple[int, str, str]:
+    def run_step(
+        self, step: dict[str, Any], given: dict[str, str], machine: dict[str, str] | None = None
+    ) -> tuple[int, str, str]:
         """One step: its env with every `${{ inputs.X }}` replaced by the input's value (or its
-        default), its script from a file, as the runner does. (exit code, stdout+stderr,
-        outputs written)."""
+        default), its script from a file, as the runner does; ``machine`` changes the runner's
+        environment. (exit code, stdout+stderr, outputs written)."""
         defaults = {k: v.get("default", "") for k, v in action()["inputs"].items()}
         values = {**defaults, **given}
         env = {
@@ -194,7 +214,7 @@ class Runner:
         done = subprocess.run(
             ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
             cwd=self.workspace,
-            env={**self.environment(output), **env},
+            env={**self.environment(output), **(machine or {}), **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -234,15 +254,54 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Runner:
     runner = Runner(root / "workspace", root / "temp")
     runner.workspace.mkdir()
     runner.temp.mkdir()
-    install = action()["runs"]["steps"][0]
+    install = step(action(), "install")
     code, printed, _ = runner.run_step(install, documented_inputs())
     assert code == 0, printed
+    assert installed_versions(runner) == pins(CONSTRAINTS.read_text(encoding="utf-8"))
     # the package data came along: the shipped sequential_t constants
     python = runner.temp / "explain-pipeline-venv" / "bin" / "python"
     shipped = "from pipeline.assessment import boundary; print(len(boundary.shipped()))"
     count = subprocess.run([python, "-c", shipped], capture_output=True, text=True, check=True)
     assert int(count.stdout) == 3 * 47
     return runner
+
+
+def installed_versions(runner: Runner) -> dict[str, str]:
+    """name -> version of what the action's environment holds, but explain-pipeline, pip and
+    setuptools (the venv's own)."""
+    python = runner.temp / "explain-pipeline-venv" / "bin" / "python"
+    listed = subprocess.run(
+        [python, "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
+    )
+    found = {canonicalize_name(p["name"]): p["version"] for p in json.loads(listed.stdout)}
+    return {k: v for k, v in found.items() if k not in {"explain-pipeline", "pip", "setuptools"}}
+
+
+NO_INDEX = {  # pip with no package index and no other place to download from
+    "PIP_CONFIG_FILE": os.devnull,
+    "PIP_NO_INDEX": "1",
+    "PIP_FIND_LINKS": "",
+    "PIP_EXTRA_INDEX_URL": "",
+    "PIP_CONSTRAINT": "",
+}
+
+
+@pytest.mark.slow
+def test_a_restored_environment_installs_with_nothing_downloaded(installed: Runner) -> None:
+    """The install step again on the environment the cache restores (the same folder): with no
+    package index to reach it succeeds (every pin is there), and explain-pipeline is built again
+    from the action's checkout, which a later commit changes."""
+    runner = installed
+    code, printed, _ = runner.run_step(step(action(), "install"), documented_inputs(), NO_INDEX)
+    assert code == 0, printed
+    assert installed_versions(runner) == pins(CONSTRAINTS.read_text(encoding="utf-8"))
+    python = runner.temp / "explain-pipeline-venv" / "bin" / "python"
+    where = "import pipeline; print(pipeline.__file__)"
+    alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run(
+        [python, "-c", where], capture_output=True, text=True, check=True, env=alone, cwd="/"
+    )
+    assert found.stdout.startswith(str(runner.temp)), found.stdout  # not the checkout's
 
 
 @pytest.mark.slow
@@ -263,7 +322,7 @@ def test_the_action_runs_as_the_runner_runs_it(
     checkout(runner.workspace / "head", head_iterations)
     (runner.temp / "step-summary.md").unlink(missing_ok=True)
     given = documented_inputs()
-    gate = action()["runs"]["steps"][1]
+    gate = step(action(), "ab")
     code, printed, written = runner.run_step(gate, given)
     assert code == expected, printed
     assert "ModuleNotFoundError" not in printed
@@ -298,7 +357,7 @@ def test_every_option_the_action_passes_is_one_of_ab_s() -> None:
     ab = cli.get_command(click.Context(cli), "ab")
     assert ab is not None
     accepted = {opt for param in ab.params for opt in param.opts}
-    script = action()["runs"]["steps"][1]["run"]
+    script = step(action(), "ab")["run"]
     passed = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*|-n)(?=[ )\"])", script))
     assert passed >= {"--format", "--junit", "-n", "--measure", "--min-improvement-pct"}
     assert passed - PENDING <= accepted
@@ -328,7 +387,7 @@ def stubbed(tmp_path: Path) -> Runner:
 
 def _ab_step(runner: Runner, given: dict[str, str]) -> tuple[int, str, dict[str, str], list[str]]:
     """Run the ab step; (exit code, what it printed, its outputs, the argv ab received)."""
-    code, printed, written = runner.run_step(action()["runs"]["steps"][1], given)
+    code, printed, written = runner.run_step(step(action(), "ab"), given)
     outputs = dict(line.split("=", 1) for line in written.splitlines())
     summary = runner.workspace / given.get("summary", "explain-pipeline-summary.md")
     argv = summary.read_text().splitlines() if summary.is_file() else []
@@ -377,3 +436,71 @@ def test_a_path_with_a_line_break_writes_no_output_line_of_its_own(
     assert "file paths of one line" in printed
     assert written_outputs == {"exit-code": "2"}
     assert not (stubbed.workspace / "x.md").exists()
+
+
+# -- the pinned install ---------------------------------------------------------------------------
+def test_the_pins_are_the_versions_the_tests_ran_with() -> None:
+    """constraints.txt pins every package the runtime dependencies pull in, at the version of
+    the environment these tests run in (`python tests/constraints.py > constraints.txt` writes
+    it again), and the build backend."""
+    text = CONSTRAINTS.read_text(encoding="utf-8")
+    assert text == written(text), "python tests/constraints.py > constraints.txt"
+    assert runtime().items() <= pins(text).items()
+
+
+def test_the_pins_are_in_pyproject_s_ranges() -> None:
+    project, build = pyproject()["project"], pyproject()["build-system"]
+    assert isinstance(project, dict) and isinstance(build, dict)
+    pinned = pins(CONSTRAINTS.read_text(encoding="utf-8"))
+    for text in [*project["dependencies"], *build["requires"]]:
+        requirement = Requirement(text)
+        version = pinned[canonicalize_name(requirement.name)]
+        assert requirement.specifier.contains(version, prereleases=True), (text, version)
+
+
+def test_the_environment_s_key_follows_the_pins_and_the_python(tmp_path: Path) -> None:
+    """The cache key: the same for the same Python and constraints.txt, another for another
+    Python (a virtual environment is made for one)."""
+    runner = Runner(tmp_path, tmp_path)
+    keys = []
+    for python in ("python3", "python3", sys.executable):
+        code, printed, written_outputs = runner.run_step(
+            step(action(), "environment"), {"python": python}
+        )
+        assert code == 0, printed
+        (line,) = written_outputs.splitlines()
+        keys.append(line)
+    pinned = hashlib.sha256(CONSTRAINTS.read_bytes()).hexdigest()[:16]
+    assert keys[0] == keys[1] != keys[2] and keys[0].endswith("-" + pinned)
+    assert keys[0].startswith("key=explain-pipeline-venv-Linux-X64-")
+    cache = next(
+        s for s in action()["runs"]["steps"] if s.get("uses", "").startswith("actions/cache@")
+    )
+    assert cache["with"] == {
+        "path": "${{ runner.temp }}/explain-pipeline-venv",
+        "key": "${{ steps.environment.outputs.key }}",
+    }
+
+
+_PINNED_REF = re.compile(r"OWNER/explain-pipeline(?:\.git)?@([\w./-]+)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_docs_pin_a_ref_the_repository_can_have(page: Path) -> None:
+    """Every ref the page pins is the placeholder of a full commit SHA or a tag this repository
+    has: `@v0.1.0` named a tag that does not exist."""
+    tags = subprocess.run(
+        ["git", "tag", "--list"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    refs = _PINNED_REF.findall(page.read_text(encoding="utf-8"))
+    assert refs, f"{page}: pins no ref"
+    assert {ref for ref in refs if ref != "FULL_COMMIT_SHA"} <= set(tags), refs
+
+
+def test_the_version_is_declared_once() -> None:
+    """pyproject.toml reads the version from pipeline/version.py, which `--version`, the
+    recorder's stamp and the report's footer use."""
+    project, hatch = pyproject()["project"], pyproject()["tool"]
+    assert isinstance(project, dict) and isinstance(hatch, dict)
+    assert "version" not in project and project["dynamic"] == ["version"]
+    assert hatch["hatch"]["version"] == {"path": "pipeline/version.py"}

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
-from helpers import workload
+from helpers import without_progress, workload
 
 from pipeline.assessment.campaigns import assess
 from pipeline.ingestion.attempts import ingest
@@ -223,7 +223,7 @@ def test_aa_round_and_a_real_improvement(
             ),
             capsys,
         )
-        assert (code, err) == (0, "")
+        assert (code, without_progress(err)) == (0, "")
         assert "completed" in out
     for attempt in ("r001", "r002"):
         folder = campaign / attempt
@@ -270,7 +270,7 @@ def test_failed_runs_are_recorded_and_the_round_completes(
     assert code == 0
     # only the first failure is shown, with the end of its stderr
     log_path = campaign / "r001" / "runs.log"
-    assert err == (
+    assert without_progress(err) == (
         "warning: candidate run (repetition 1) failed: exit code 3; its stderr ends "
         f"with:\n    | boom: asked to fail\n  every run is logged in {log_path}\n"
     )
@@ -495,7 +495,7 @@ def test_trace_kineto_imports_the_trace_each_run_leaves(
     code, _, err = run_main(
         round_args(campaign, copy, copy, "-n", "5", "--trace", "kineto"), capsys
     )
-    assert (code, err) == (0, "")
+    assert (code, without_progress(err)) == (0, "")
     reference, _ = import_line("kineto", [str(KINETO)], side="baseline", repetition=0)
     for line in lines_of(campaign / "r001"):
         assert line["status"] == "ok"
@@ -533,12 +533,12 @@ def test_trace_kineto_at_the_default_warmup(
     args = ["round", str(campaign), "--baseline", "a", "--candidate", "b"]
     args += ["--baseline-cmd", copy, "--candidate-cmd", copy, "-n", "5", "--trace", "kineto"]
     code, out, err = run_main(args, capsys)
-    assert (code, err) == (0, ""), out
+    assert (code, without_progress(err)) == (0, ""), out
     assert "baseline 5 ok, 0 failed; candidate 5 ok, 0 failed; 5 pairs\n" in out
     warmups = [x for x in _runs_logged(campaign / "r001") if "  warm-up " in x]
     assert len(warmups) == 2 and all(" ok metric " in x for x in warmups), warmups
     code, out, err = run_main(["ab", copy, copy, "-n", "5", "--trace", "kineto"], capsys)
-    assert (code, err) == (5, "")  # identical traces: not PASS, and no failed run
+    assert (code, without_progress(err)) == (5, "")  # identical traces: not PASS, and no failed run
     assert "\n5 repetitions, 5 pairs, 0 failed runs, order seed " in out
 
 
@@ -546,7 +546,7 @@ def test_trace_kineto_at_the_default_warmup(
 def test_ab_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     slow, fast = workload("work=300000"), workload("work=20000")  # ~3.3x, exact
     code, out, err = run_main(["ab", slow, fast, "-n", "6", "--warmup", "0"], capsys)
-    assert (code, err) == (0, ""), out
+    assert (code, without_progress(err)) == (0, ""), out
     assert f"A (baseline):  {slow}\nB (candidate): {fast}\n" in out
     assert "verdict: PASS (decided by the paired rule, interval student_t, gate 1 %" in out
     code, out, _ = run_main(

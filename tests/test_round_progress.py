@@ -6,6 +6,10 @@ test waits), and the benchmarks one side only measured. The workload's values ar
 from __future__ import annotations
 
 import itertools
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ from pipeline.record.progress import Ticker, unmatched
 from pipeline.record.rounds import RoundRequest, record_round
 
 FAST, SLOW = workload("work=0"), workload("work=1000000")
+CLI = Path(sys.executable).with_name("explain-pipeline")
 SEQUENTIAL = ["--decision", "paired", "--interval", "sequential_t"]
 
 
@@ -91,7 +96,8 @@ def test_a_fixed_round_prints_a_line_every_interval_of_its_clock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A clock that advances 10 s at every reading and a 30 s interval: a line every third run
-    (2 warm-ups and 12 runs: 4 lines), each with the runs, the pairs and the failures so far."""
+    (2 warm-ups and 12 runs: 4 lines), each with the runs, the pairs and the failures so far,
+    and one when the runs end."""
     seconds = itertools.count(0, 10)
     said: list[str] = []
     request = _request(tmp_path / "c", capsys, 6)
@@ -101,6 +107,7 @@ def test_a_fixed_round_prints_a_line_every_interval_of_its_clock(
         "round r001: 6 of 14 runs, 2 pairs, 0 failed (60 s)",
         "round r001: 9 of 14 runs, 3 pairs, 0 failed (90 s)",
         "round r001: 12 of 14 runs, 5 pairs, 0 failed (120 s)",
+        "round r001: 14 of 14 runs, 6 pairs, 0 failed (150 s); done",
     ]
 
 
@@ -154,3 +161,83 @@ def test_unmatched_benchmarks_are_named_escaped_and_counted_beyond_ten() -> None
         "\\x1b]0;x\\x07; the candidate's only: n00, n01, n02, n03, n04, n05, n06, n07, n08, "
         "n09 and 2 more"
     )
+
+
+# -- the real command, its stderr a pipe (as in a CI log) ------------------------------------------
+def piped(args: list[str], cwd: Path, **variables: str) -> tuple[int, list[str]]:
+    """The installed command with stdout and stderr pipes: (exit code, its stderr lines)."""
+    environment = {k: v for k, v in os.environ.items() if k != "EXPLAIN_PROGRESS_INTERVAL"}
+    done = subprocess.run(
+        [str(CLI), *args],
+        cwd=cwd,
+        env={**environment, **variables},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode, done.stderr.splitlines()
+
+
+def test_a_piped_until_decided_round_prints_each_look_with_its_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`round --until-decided` with its stderr a pipe, a candidate 3% faster (exact values:
+    the same looks every run): a look at 6 pairs that goes on and one at 8 that stops, one line
+    each with the pairs, the verdict and the stop rule's state."""
+    folder = start(tmp_path / "c", capsys, *SEQUENTIAL)
+    baseline, candidate = workload("work=100000", seed=3), workload("work=97000", seed=3)
+    args = round_args(folder, baseline, candidate, "--until-decided", "--max-repetitions", "12")
+    code, err = piped(args, tmp_path)
+    assert code == 0, err
+    looks = [x for x in err if x.startswith("round r001: look ")]
+    assert looks == [
+        "round r001: look 1 at 6 pairs: FAIL (within_noise); go on, next look at 8 pairs "
+        "(at most 12)",
+        "round r001: look 2 at 8 pairs: FAIL (within_noise); stop (futility) (at most 12)",
+    ], err
+    assert not [x for x in err if " runs, " in x], "a sequential round's lines are its looks"
+
+
+_SECONDS = re.compile(r" \(\d+ s\)")
+
+
+def test_a_piped_fixed_round_prints_a_line_per_interval_of_the_variable(tmp_path: Path) -> None:
+    """`ab -n 5` (1 warm-up per side: 12 runs) with EXPLAIN_PROGRESS_INTERVAL=0: a line after
+    every run, with the runs, pairs and failures so far, and the line of the end."""
+    same = workload(seed=3)
+    code, err = piped(
+        ["ab", "-n", "5", "--warmup", "1", same, same], tmp_path, EXPLAIN_PROGRESS_INTERVAL="0"
+    )
+    assert code == 5, err  # an A/A is not PASS
+    lines = [_SECONDS.sub("", x) for x in err if x.startswith("round r001: ")]
+    pairs = [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5]
+    assert lines == [
+        *(f"round r001: {r} of 12 runs, {p} pairs, 0 failed" for r, p in enumerate(pairs, 1)),
+        "round r001: 12 of 12 runs, 5 pairs, 0 failed; done",
+    ], err
+
+
+def test_a_piped_fixed_round_at_the_default_interval_ends_with_its_line(tmp_path: Path) -> None:
+    """At the default 30 s a short round prints its end line (and a line per 30 s it took,
+    which a loaded machine may reach: not counted)."""
+    same = workload(seed=3)
+    code, err = piped(["ab", "-n", "5", "--warmup", "1", same, same], tmp_path)
+    assert code == 5, err
+    lines = [_SECONDS.sub("", x) for x in err if x.startswith("round r001: ")]
+    assert lines[-1] == "round r001: 12 of 12 runs, 5 pairs, 0 failed; done", err
+    ticks = re.compile(r"round r001: \d+ of 12 runs, \d pairs, 0 failed")
+    assert all(ticks.fullmatch(x) for x in lines[:-1]), lines
+
+
+@pytest.mark.parametrize("value", ["x", "-1", "nan"])
+def test_a_bad_interval_is_a_usage_error_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    folder = start(tmp_path / "c", capsys)
+    same = workload(seed=3)
+    code, err = piped(
+        round_args(folder, same, same, "-n", "6"), tmp_path, EXPLAIN_PROGRESS_INTERVAL=value
+    )
+    assert code == 2, err
+    assert err[-1] == f"error: EXPLAIN_PROGRESS_INTERVAL={value}: must be a number of seconds >= 0"
+    assert not (folder / "r001").exists()

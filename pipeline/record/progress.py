@@ -2,8 +2,10 @@
 
 - ``--until-decided``: one line per look: the pairs so far, the verdict or the members decided,
   and the stop rule's state (go on to the next look, or stop and why).
-- A fixed round: a line every ``INTERVAL`` seconds (runs done, pairs so far, failed runs), and
-  none on a terminal, where the progress bar says the same.
+- A fixed round: a line every ``INTERVAL`` seconds (runs done, pairs so far, failed runs) and
+  one when its runs end, and none on a terminal, where the progress bar says the same. The
+  environment variable ``EXPLAIN_PROGRESS_INTERVAL`` (seconds) replaces the 30 s: it is for
+  tests, which then see the lines without waiting (docs/record.md).
 - A suite round whose two sides measured different benchmarks: one line naming those on one
   side only (they pair with nothing), with the way out when the names differ only in their
   leading folders (pytest names a test by its path from its rootdir).
@@ -14,15 +16,19 @@ the cadence is tested without waiting.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.contract.inert import inert
+from pipeline.errors import UsageError
 
 INTERVAL = 30.0
 """Seconds between the progress lines of a fixed round (docs/record.md)."""
+INTERVAL_VARIABLE = "EXPLAIN_PROGRESS_INTERVAL"
+"""The environment variable that replaces ``INTERVAL``, for tests (docs/record.md)."""
 SHOWN_NAMES = 10
 """Names listed per side in the line of unmatched benchmarks; the rest are counted."""
 
@@ -38,6 +44,8 @@ class Ticker:
     clock: Callable[[], float] = time.monotonic
     started: float = field(default=0.0)
     last: float = field(default=0.0)
+    runs: int = field(default=0)
+    failed: int = field(default=0)
 
     def __post_init__(self) -> None:
         self.started = self.last = self.clock()
@@ -45,14 +53,37 @@ class Ticker:
     def tick(self, runs: int, pairs: Callable[[], int], failed: int) -> None:
         """After each run: a line when ``interval`` has passed since the last one (``pairs``
         counted then)."""
+        self.runs, self.failed = runs, failed
         now = self.clock()
         if now - self.last < self.interval:
             return
         self.last = now
-        self.say(
-            f"round {inert(self.label)}: {runs} of {self.total} runs, {pairs()} pairs, "
-            f"{failed} failed ({now - self.started:.0f} s)"
+        self.say(self._line(now, pairs()))
+
+    def end(self, pairs: int) -> None:
+        """When the runs end (all of them, or the round stopped): the last line, at any time."""
+        self.say(self._line(self.clock(), pairs) + "; done")
+
+    def _line(self, now: float, pairs: int) -> str:
+        return (
+            f"round {inert(self.label)}: {self.runs} of {self.total} runs, {pairs} pairs, "
+            f"{self.failed} failed ({now - self.started:.0f} s)"
         )
+
+
+def interval() -> float:
+    """Seconds between a fixed round's lines: ``INTERVAL``, or ``$EXPLAIN_PROGRESS_INTERVAL``
+    (for tests) when it is set."""
+    given = os.environ.get(INTERVAL_VARIABLE, "").strip()
+    if not given:
+        return INTERVAL
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        raise UsageError(f"{INTERVAL_VARIABLE}={inert(given)}: must be a number of seconds >= 0")
+    return seconds
 
 
 def look_line(

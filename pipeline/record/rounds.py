@@ -576,15 +576,16 @@ def record_round(
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    interval: float = progress_lines.INTERVAL,
+    interval: float | None = None,
 ) -> RoundResult:
     """Run one round and write its attempt folder (see the module docstring). ``warn`` gets the
     message about the first failed run (the end of its stderr) as soon as it fails, the note
     that a suite in a campaign deciding its metric alone gets no verdict per benchmark, and the
     progress lines (pipeline/record/progress.py: one per look, or every ``interval`` seconds of
-    ``clock`` for a fixed round without a progress bar, ``progress`` False), and the benchmarks
-    one side only measured."""
+    ``clock`` and one at the end for a fixed round without a progress bar, ``progress`` False;
+    ``interval`` None: progress.interval(), 30 s), and the benchmarks one side only measured."""
     campaign, run = read_campaign_json(request.campaign_dir), request.run
+    every = progress_lines.interval() if interval is None else interval  # before anything runs
     note = per_benchmark_note(campaign.data["policy"], run)
     if note is not None and warn is not None:
         warn(note)
@@ -647,7 +648,7 @@ def record_round(
     )
     ticker = None
     if plan is None and not progress and warn is not None:  # on a terminal the bar says it
-        ticker = progress_lines.Ticker(say, attempt_id, total, interval, clock)
+        ticker = progress_lines.Ticker(say, attempt_id, total, every, clock)
     try:
         with bar, _sigterm_interrupts():
             lines = _execute_runs(
@@ -661,6 +662,8 @@ def record_round(
         ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if ticker is not None:
+        ticker.end(_pairs(lines))
     if run.measure.suite is not None and (text := progress_lines.unmatched(lines)) is not None:
         say(text)
     usable = _pairs(lines) and watch.stopped is None
