@@ -33,9 +33,9 @@ job's summary file, or the job's annotations (workflow commands on stderr)."""
 
 @dataclass(frozen=True)
 class Reporter:
-    """One output of the tool: the module of pipeline.output that renders it and where it
-    writes. ``render`` is that module's function the sinks call with the result (``shows``
-    are the types its singledispatch registrations take)."""
+    """One output of the tool: the module of pipeline.output that renders it, the results it
+    can show (``shows``: the types its module's singledispatch registers) and where it writes
+    (pipeline.output.sinks writes it)."""
 
     name: str
     """The --format value (for stdout), else the output's name."""
@@ -77,12 +77,14 @@ REPORTERS: dict[str, Reporter] = {
         Reporter("csv", "csv", ("AssessResult",), digests=True, notes="notes"),
         Reporter("markdown", "markdown", ("AssessResult", "FinalResult", "AbResult")),
         Reporter("junit", "junit", ("AssessResult",), writes="file", part=True),
-        Reporter("summary", "markdown", ("AssessResult", "FinalResult", "AbResult"), "summary"),
+        Reporter(
+            "summary", "markdown", ("AssessResult", "FinalResult", "AbResult"), writes="summary"
+        ),
         Reporter(
             "annotations",
             "github",
             ("AssessResult",),
-            "annotations",
+            writes="annotations",
             part=True,
             function="annotation_lines",
         ),
