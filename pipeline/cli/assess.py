@@ -14,8 +14,8 @@ from pipeline.cli.common import (
     command,
     engine_options,
     fail_on_option,
-    format_option,
     junit_option,
+    result_format_option,
     what_if_named,
     what_if_option,
 )
@@ -26,7 +26,7 @@ from pipeline.errors import ExitCode, UsageError
 
 @command("assess")
 @campaigns_chosen("Assess every campaign in the store.")
-@format_option("table", "json", "csv", "markdown")
+@result_format_option("AssessResult")
 @junit_option
 @what_if_option(
     "Verdicts under another policy (decision, require_explanation, min_improvement_pct, "

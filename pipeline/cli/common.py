@@ -16,6 +16,7 @@ from pipeline.contract.declare import Bounds, DocumentKind, bounds, choices, spe
 from pipeline.contract.policy import PolicyValue, policy_text
 from pipeline.engines import ENGINES
 from pipeline.errors import EXIT_CODES_HELP, PolicyError, UsageError
+from pipeline.output import Shown, formats
 
 
 class _ExitCodesEpilog:
@@ -71,7 +72,8 @@ def campaigns_chosen(all_help: str) -> Any:
 
 
 def format_option(*choices: str, default: str = "table") -> Any:
-    """The one --format option: the first choices are the command's own."""
+    """The one --format option: the first choices are the command's own (a command whose
+    result pipeline.output renders takes ``result_format_option`` instead)."""
     return click.option(
         "--format",
         "fmt",
@@ -80,6 +82,13 @@ def format_option(*choices: str, default: str = "table") -> Any:
         show_default=True,
         help="Output format.",
     )
+
+
+def result_format_option(shows: Shown) -> Any:
+    """--format of a command whose result is a ``shows``: the reporters of pipeline.output
+    that can show it, in the registry's order, the first the default."""
+    choices = formats(shows)
+    return format_option(*choices, default=choices[0])
 
 
 junit_option = click.option(

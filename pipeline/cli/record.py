@@ -20,10 +20,10 @@ from pipeline.cli.common import (
     declared_choice,
     declared_range,
     fail_on_option,
-    format_option,
     group,
     junit_option,
     option_group,
+    result_format_option,
     store_option,
 )
 from pipeline.contract.policy import POLICY_DEFAULTS
@@ -224,7 +224,7 @@ confirm_run_options = option_group(
 @campaign_group.command("final")
 @click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
 @store_option
-@format_option("table", "markdown")
+@result_format_option("FinalResult")
 @junit_option
 @click.option(
     "--confirm",
@@ -527,7 +527,7 @@ def _warn(text: str) -> None:
     metavar="FILE",
     help="Also write the round's HTML report page to FILE (as `report` writes it).",
 )
-@format_option("text", "markdown", default="text")
+@result_format_option("AbResult")
 @junit_option
 def ab_command(
     command_a: str,

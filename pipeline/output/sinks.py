@@ -1,6 +1,7 @@
-"""Where a command's result goes, chosen once from its options and the environment: stdout in
-the chosen format, a JUnit file, and, inside a GitHub Actions job, the job summary and the
-annotations. A command builds its ``Sinks`` and hands them its result; renderers never print.
+"""Where a command's result goes, chosen once from its options and the environment: a list of
+reporters (pipeline.output.REPORTERS): stdout in the chosen format, a JUnit file, and, inside a
+GitHub Actions job, the job summary and the annotations. A command builds its ``Sinks`` and
+hands them its result; each reporter renders it and the sink writes it; renderers never print.
 
 Light at import (no Polars): the CLI builds its options from this module before any work."""
 
@@ -17,7 +18,7 @@ import click
 
 from pipeline.contract.inert import inert_output
 from pipeline.errors import UsageError
-from pipeline.output import FORMATS, render
+from pipeline.output import REPORTERS, Reporter
 from pipeline.output.inert import shown
 
 if TYPE_CHECKING:
@@ -69,13 +70,7 @@ def echo(text: str, *, err: bool = False, json: bool = False) -> None:
 def show(result: Any, fmt: str = "text") -> None:
     """Print ``result`` in format ``fmt`` on stdout, its free text inert (a round, a plan: the
     results that have no JUnit or GitHub output)."""
-    echo(render(_for_format(result, fmt), fmt), json=FORMATS[fmt] == "json")
-
-
-def _for_format(result: Any, fmt: str) -> Any:
-    """What the renderer of ``fmt`` reads: JSON escapes every string itself and must keep the
-    data as it is; every other format gets the inert copy."""
-    return result if FORMATS[fmt] == "json" else shown(result)
+    Sinks(fmt).emit(result)
 
 
 def assessed_part(result: Any) -> AssessResult:
@@ -85,11 +80,16 @@ def assessed_part(result: Any) -> AssessResult:
     return result
 
 
+Target = Path | str | None
+"""What a reporter writes to beside its kind of place: the file of a file option, the job
+summary's file; None for stdout and the annotations."""
+
+
 @dataclass(frozen=True)
 class Sinks:
-    """The outputs of one command. ``fmt`` is a key of pipeline.output.FORMATS; ``digests``
-    adds the bookkeeping columns to JSON and CSV; ``focus`` is the attempt the annotations
-    speak of (default: each campaign's latest round)."""
+    """The outputs of one command. ``fmt`` is a --format (a stdout reporter of
+    pipeline.output.REPORTERS); ``digests`` adds the bookkeeping columns to JSON and CSV;
+    ``focus`` is the attempt the annotations speak of (default: each campaign's latest round)."""
 
     fmt: str
     junit: Path | None = None
@@ -114,38 +114,69 @@ class Sinks:
         summary = (environ.get("GITHUB_STEP_SUMMARY") or None) if github else None
         return cls(fmt, junit, digests, focus, summary, github)
 
-    def emit(self, result: Any) -> None:
-        """Print the result in the chosen format, then write the JUnit file, then the GitHub
-        job summary and annotations. Annotations go to stderr: the runner reads workflow
-        commands from both streams, and stdout keeps only the command's output (a table, JSON
-        or Markdown redirected to a file stays clean)."""
-        visible = _for_format(result, self.fmt)
-        if FORMATS[self.fmt] == "csv":
-            from pipeline.output.csv import notes
-
-            self.stderr(inert_output(notes(assessed_part(visible))))
-        rendered = render(visible, self.fmt, digests=self.digests)
-        echo(rendered, json=FORMATS[self.fmt] == "json")
-        if self.junit is not None or self.github:
-            visible = visible if visible is not result else shown(result)
+    @property
+    def reporters(self) -> list[tuple[Reporter, Target]]:
+        """The reporters this run writes, in order, each with its target: stdout in the chosen
+        format, the JUnit file, then in a GitHub Actions job the summary and the annotations."""
+        chosen: list[tuple[Reporter, Target]] = [(REPORTERS[self.fmt], None)]
         if self.junit is not None:
-            from pipeline.output import junit
-
-            document = junit.render(assessed_part(visible)).decode("utf-8")
-            write_output(self.junit, inert_output(document).encode("utf-8"))
+            chosen.append((REPORTERS["junit"], self.junit))
+        if self.github and self.summary:
+            chosen.append((REPORTERS["summary"], self.summary))
         if self.github:
-            self._github(visible)
+            chosen.append((REPORTERS["annotations"], None))
+        return chosen
 
-    def _github(self, visible: Any) -> None:
-        """The job summary and the annotations of the inert copy; the annotations are the
-        only workflow commands the tool prints, so they bypass the sink's rule (their data is
-        escaped as GitHub documents, and their free text is inert)."""
+    def emit(self, result: Any) -> None:
+        """Hand the result to each reporter in turn. Annotations go to stderr: the runner
+        reads workflow commands from both streams, and stdout keeps only the command's output
+        (a table, JSON or Markdown redirected to a file stays clean)."""
+        copies: dict[bool, Any] = {True: result}  # reporter.raw -> the copy it reads
+        for reporter, target in self.reporters:
+            if reporter.raw not in copies:
+                copies[reporter.raw] = shown(result)
+            _WRITERS[reporter.writes](self, reporter, target, copies[reporter.raw])
+
+    def _stdout(self, reporter: Reporter, _target: Target, seen: Any) -> None:
+        """A --format: its notes on stderr first (csv's), then its text on stdout."""
+        if reporter.notes is not None:
+            self.stderr(inert_output(reporter.renderer(reporter.notes)(assessed_part(seen))))
+        echo(_rendered(reporter, seen, self.digests), json=reporter.raw)
+
+    def _file(self, reporter: Reporter, target: Target, seen: Any) -> None:
+        """A file option's FILE (--junit): the document, inert."""
+        write_output(target, inert_output(_rendered(reporter, seen, self.digests)).encode("utf-8"))
+
+    def _summary(self, reporter: Reporter, target: Target, seen: Any) -> None:
+        """The GitHub job summary: the document appended to its file; a warning on stderr
+        when the file cannot take it."""
         from pipeline.output import github
 
-        if self.summary:
-            warning = github.append_summary(self.summary, render(visible, "markdown"))
-            if warning:
-                self.stderr(inert_output(warning + "\n"))
-        gate = getattr(visible, "gate", None)  # ab's and assess --gate's: it decided the exit
-        for line in github.annotation_lines(assessed_part(visible), self.focus, gate):
+        warning = github.append_summary(str(target), _rendered(reporter, seen, self.digests))
+        if warning:
+            self.stderr(inert_output(warning + "\n"))
+
+    def _annotations(self, reporter: Reporter, _target: Target, seen: Any) -> None:
+        """The annotations of the inert copy; the only workflow commands the tool prints, so
+        they bypass the sink's rule (their data is escaped as GitHub documents, and their free
+        text is inert)."""
+        gate = getattr(seen, "gate", None)  # ab's and assess --gate's: it decided the exit
+        for line in reporter.renderer()(_part(reporter, seen), self.focus, gate):
             self.stderr(line + "\n")
+
+
+def _part(reporter: Reporter, seen: Any) -> Any:
+    return assessed_part(seen) if reporter.part else seen
+
+
+def _rendered(reporter: Reporter, seen: Any, digests: bool) -> str:
+    return reporter.rendered(_part(reporter, seen), digests=digests)
+
+
+_WRITERS: dict[str, Callable[[Sinks, Reporter, Target, Any], None]] = {
+    "stdout": Sinks._stdout,
+    "file": Sinks._file,
+    "summary": Sinks._summary,
+    "annotations": Sinks._annotations,
+}
+"""How each kind of place is written (pipeline.output.Writes)."""
