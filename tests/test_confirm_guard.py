@@ -186,12 +186,15 @@ def test_commands_edited_after_ingest_block_the_campaign(
     assert code == 3 and "commands_changed" in out and "BLOCKED" in out
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
-    tmp_path: Path, script: Path, run_cli: CliRun
+    tmp_path: Path, script: Path, run_cli: CliRun, stop: signal.Signals
 ) -> None:
-    """SIGTERM to the real process at repetition 3: the aborted confirmation keeps its pairs and
-    counts; a second --confirm is refused; --measure-again runs, says so in attempt.json, and is
-    shown beside the first, which stays the campaign's gain."""
+    """SIGTERM, or SIGINT as Ctrl-C sends it, to the real process while the command of
+    repetition 3 hangs: the round stops at once (the hanging command killed), the aborted
+    confirmation keeps its pairs and counts; a second --confirm is refused; --measure-again
+    runs, says so in attempt.json, and is shown beside the first, which stays the campaign's
+    gain."""
     folder, hang = tmp_path / "attempts" / "stopped", tmp_path / "hang"
     store = tmp_path / "store"
     code, _, err = run_cli(
@@ -215,8 +218,12 @@ def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
     deadline = time.monotonic() + 120
     while not Path(f"{hang}.reached").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
+    process.send_signal(stop)
+    try:  # the command hangs for 120 s: only the signal ends the round before
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
     assert process.returncode == 130, err
     assert document(folder / "c002")["status"] == "aborted"
     hang.unlink()
