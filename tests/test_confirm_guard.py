@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -185,12 +186,15 @@ def test_commands_edited_after_ingest_block_the_campaign(
     assert code == 3 and "commands_changed" in out and "BLOCKED" in out
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
 def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
-    tmp_path: Path, script: Path, run_cli: CliRun
+    tmp_path: Path, script: Path, run_cli: CliRun, stop: signal.Signals
 ) -> None:
-    """SIGTERM to the real process at repetition 3: the aborted confirmation keeps its pairs and
-    counts; a second --confirm is refused; --measure-again runs, says so in attempt.json, and is
-    shown beside the first, which stays the campaign's gain."""
+    """SIGTERM, or SIGINT as Ctrl-C sends it, to the real process while the command of
+    repetition 3 hangs: the round stops at once (the hanging command killed), the aborted
+    confirmation keeps its pairs and counts; a second --confirm is refused; --measure-again
+    runs, says so in attempt.json, and is shown beside the first, which stays the campaign's
+    gain."""
     folder, hang = tmp_path / "attempts" / "stopped", tmp_path / "hang"
     store = tmp_path / "store"
     code, _, err = run_cli(
@@ -214,8 +218,12 @@ def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
     deadline = time.monotonic() + 120
     while not Path(f"{hang}.reached").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=60)
+    process.send_signal(stop)
+    try:  # the command hangs for 120 s: only the signal ends the round before
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
     assert process.returncode == 130, err
     assert document(folder / "c002")["status"] == "aborted"
     hang.unlink()
@@ -282,3 +290,29 @@ def test_given_commands_other_than_the_recorded_ones_are_refused_or_recorded(
     assert confirmation["chosen"] == ["again", "given_commands"]
     assert confirmation["commands"]["baseline"]["command"] == other
     assert "6 pairs, measured with given commands, not the recorded ones): " in out
+
+
+def test_a_confirmation_whose_folder_was_deleted_still_counts(
+    campaign: Path, tmp_path: Path, run_cli: CliRun
+) -> None:
+    """The store keeps a confirmation whose folder is gone: a second one is refused, and one
+    measured again by choice takes a new id beside it instead of replacing it under its own."""
+    code, _, err = confirm(run_cli, campaign, "-n", "6", "--warmup", "0")
+    assert code == 0, err
+    first = document(campaign / "c002")["order_seed"]
+    shutil.rmtree(campaign / "c002")
+    code, _, err = confirm(run_cli, campaign, "-n", "6", "--warmup", "0")
+    assert code == 2, err
+    assert err.startswith("error: r001 is already confirmed by c002 (completed, 6 pairs)")
+    code, out, err = confirm(run_cli, campaign, "-n", "6", "--warmup", "0", "--measure-again")
+    assert code == 0, err
+    assert not (campaign / "c002").exists()
+    assert document(campaign / "c003")["chosen"] == ["again"]
+    stored = Store(tmp_path / "store").read("attempts", ["received"])
+    seeds = dict(stored.select("attempt_id", "order_seed").iter_rows())
+    assert seeds["c002"] == first
+    assert "c003 is a confirmation round of r001 measured again by choice after c002" in out
+    assert (
+        "campaign's gain: 1.9900 [1.9335, 2.0481] from confirmation round c002 (fast against "
+        "main, 6 pairs): PASS\n"
+    ) in out

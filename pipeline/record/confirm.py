@@ -296,7 +296,8 @@ def _round_request(
     run = dataclasses.replace(measured, mechanism_file=mechanism if mechanism.is_file() else None)
     sides: dict[Side, _Side] = {"baseline": baseline, "candidate": candidate}
     cwds = {side: found.cwd for side, found in sides.items() if found.cwd is not None}
-    attempt_id = f"c{next_round(request.campaign_dir):03d}"
+    stored = max(r["round"] for r in rows.values())  # a deleted folder's round stays taken
+    attempt_id = f"c{next_round(request.campaign_dir, stored):03d}"
     if warn is not None:  # before the first run: what is about to run, and where
         warn(
             f"confirmation round {attempt_id} of {target} runs:\n{baseline.shown()}\n"
@@ -313,6 +314,7 @@ def _round_request(
         confirms=target,
         chosen=chosen,
         cwds=cwds,
+        after_round=stored,
     )
 
 

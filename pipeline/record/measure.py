@@ -25,6 +25,7 @@ import contextlib
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -156,6 +157,21 @@ def kill_group(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def _until_exit(pid: int) -> None:
+    """Block until ``pid`` has ended, in a call a signal always interrupts. polars installs its
+    SIGINT handler with SA_RESTART at import, so a blocking wait4 resumed after Ctrl-C and the
+    KeyboardInterrupt came only when the command ended (a hanging one: never); poll on a pidfd
+    is never restarted (signal(7)), so Python's handler raises at once."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd (not Linux >= 5.3): wait4 alone, as before
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
+
+
 def wait(process: subprocess.Popen[bytes], timeout: float | None) -> Waited:
     """Block until the child ends (killing its process group at ``timeout``); its exit code and
     resource usage. An exception while waiting (Ctrl-C) propagates with the child still running."""
@@ -173,6 +189,7 @@ def wait(process: subprocess.Popen[bytes], timeout: float | None) -> Waited:
         timer.daemon = True
         timer.start()
     try:
+        _until_exit(process.pid)
         _, status, usage = os.wait4(process.pid, 0)
         with lock:
             state["done"] = True

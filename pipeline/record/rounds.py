@@ -104,6 +104,9 @@ class RoundRequest:
     cwds: Mapping[Side, Path] = field(default_factory=dict)
     """A side's working directory where it is not the recorder's (a confirmation runs each side
     where the campaign recorded it)."""
+    after_round: int = 0
+    """The round number is above this one too (a confirmation: the largest round the store
+    holds, whose folder may be gone, so that no new attempt takes a stored one's id)."""
 
 
 @dataclass(frozen=True)
@@ -162,12 +165,13 @@ def read_campaign_json(folder: Path) -> Document:
     return document
 
 
-def next_round(campaign_dir: Path) -> int:
-    """1 + the largest ``round`` of the campaign's attempts (unreadable ones are skipped).
+def next_round(campaign_dir: Path, after: int = 0) -> int:
+    """1 + the largest ``round`` of the campaign's attempts (unreadable ones are skipped) and
+    ``after`` (a round the store holds).
 
     Refused when that number is above the contract's largest round: the round would run every
     repetition and then be rejected by ingest, its runs lost."""
-    rounds = [(0, campaign_dir)]
+    rounds = [(after, campaign_dir)]
     for path in campaign_dir.glob(f"*/{ATTEMPT_FILE}"):
         if path.parent.name.startswith("."):
             continue
@@ -620,7 +624,7 @@ def record_round(
         measure=run.measure,
         cwds=request.cwds,
     )
-    number = next_round(request.campaign_dir)
+    number = next_round(request.campaign_dir, request.after_round)
     attempt_id = _attempt_id(request, number)
     plan = _plan(request, campaign)
     extra = _recorded(request, settings)
