@@ -99,7 +99,7 @@ def test_jsonschema_loads_only_for_a_document_the_fast_checks_cannot_vouch_for(
     bad.write_text('{"schema": "explain-pipeline/campaign/v1"}')  # every other field missing
     code = (
         "import sys\n"
-        "from pipeline.importers import import_line\n"
+        "from pipeline.importers.lines import import_line\n"
         f"import_line('kineto', [{str(fixture)!r}], side='baseline', repetition=0)\n"
         "print('jsonschema' in sys.modules)\n"
         "from pipeline.ingestion.validate import validate_campaign\n"

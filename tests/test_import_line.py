@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_validate import ANY_NUMBER, BASE_RUN, RUN_FIELDS
 
-from pipeline.importers import check_line
 from pipeline.importers.common import ImportFormatError
+from pipeline.importers.lines import check_line
 from pipeline.ingestion.validate import check_document, parse_json, plainly_valid_line
 
 NAMES = st.sampled_from(["a", "b", "", "ü"])

@@ -481,7 +481,7 @@ def test_round_needs_a_started_campaign_and_real_programs(
 def test_trace_kineto_imports_the_trace_each_run_leaves(
     campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipeline.importers import import_line
+    from pipeline.importers.lines import import_line
 
     copy = shlex.join(
         [

@@ -334,7 +334,7 @@ def _with_trace(
 ) -> dict[str, Any]:
     """Breakdown and counters from the one trace the command left in $EXPLAIN_TRACE_DIR; the
     metric from the measurement file when the command wrote one, else the trace's."""
-    from pipeline.importers import import_line
+    from pipeline.importers.lines import import_line
 
     if set(written) - {"metric"}:
         raise _Outcome(
