@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pipeline.contract.declare import MAX_NAME_LENGTH
 from pipeline.contract.schemas import document_schema
 from pipeline.ingestion import bulk
-from pipeline.ingestion.validate import MAX_ISSUES_PER_FILE
+from pipeline.ingestion.files import MAX_ISSUES_PER_FILE
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 

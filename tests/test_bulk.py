@@ -17,12 +17,9 @@ from hypothesis import strategies as st
 
 from pipeline.ingestion import bulk
 from pipeline.ingestion.attempts import ingest
-from pipeline.ingestion.validate import (
-    AttemptFiles,
-    parse_timestamp,
-    validate_document,
-    validate_measurements,
-)
+from pipeline.ingestion.files import validate_document, validate_measurements
+from pipeline.ingestion.folders import AttemptFiles
+from pipeline.ingestion.timestamps import parse_timestamp
 from pipeline.store.tables import Store
 
 M = Path("a/c1/r1/measurements.jsonl")

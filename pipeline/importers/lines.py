@@ -97,12 +97,10 @@ def build_line(
 def check_line(line: Mapping[str, Any]) -> None:
     """The measurement contract, by ingest's own check (the same rules, the same words): the
     first problem of the line is an ImportFormatError."""
-    from pipeline.ingestion.validate import (  # numpy: loaded when a line is checked
-        check_document,
-        field_name,
-        parse_json,
-        plainly_valid_line,
-    )
+    # numpy: loaded when a line is checked
+    from pipeline.ingestion.jsontext import field_name, parse_json
+    from pipeline.ingestion.plain import plainly_valid_line
+    from pipeline.ingestion.rules import check_document
 
     if plainly_valid_line(line):  # certainly valid: no JSON text, no jsonschema
         return

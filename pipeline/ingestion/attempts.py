@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from pipeline.contract.files import ReadMode
 from pipeline.contract.inert import printable
+from pipeline.contract.layout import CAMPAIGN_FILE, MEASUREMENTS_FILE, MECHANISM_FILE, valid_id
 from pipeline.contract.policy import (
     POLICY_FIELDS,
     canonical_policy,
@@ -41,20 +42,14 @@ from pipeline.contract.schemas import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
 from pipeline.ingestion import bulk
-from pipeline.ingestion.validate import (
-    CAMPAIGN_FILE,
-    MEASUREMENTS_FILE,
-    MECHANISM_FILE,
+from pipeline.ingestion.files import Document, Issue, Run
+from pipeline.ingestion.folders import (
     AttemptFiles,
-    Document,
-    Issue,
-    Run,
-    parse_timestamp,
     read_attempt_files,
-    valid_id,
     validate_attempt,
     validate_campaign,
 )
+from pipeline.ingestion.timestamps import parse_timestamp
 from pipeline.store.integrity import NO_PLAN, integrity_errors
 from pipeline.store.tables import Store, Transaction
 

@@ -32,15 +32,11 @@ from pipeline.contract.declare import (
     struct,
     timestamp_fields,
 )
+from pipeline.contract.layout import ATTEMPT_FILE, MECHANISM_FILE
 from pipeline.contract.schemas import table
-from pipeline.ingestion.validate import (
-    ATTEMPT_FILE,
-    MECHANISM_FILE,
-    AttemptFiles,
-    Document,
-    Run,
-    parse_timestamp,
-)
+from pipeline.ingestion.files import Document, Run
+from pipeline.ingestion.folders import AttemptFiles
+from pipeline.ingestion.timestamps import parse_timestamp
 
 # How the typed decoders keep the rules without a Python loop per cell:
 # - types, enumerations, bounds, unknown fields, NaN/Infinity and numbers too large for a float,
