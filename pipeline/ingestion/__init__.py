@@ -16,5 +16,8 @@ what is validated; nothing in it touches the store:
 
 The fast engine, tested against the precise one:
 
-    bulk.py        many attempts' files checked at once, as columns
+    bulk.py        many attempts' files checked at once: columnar first, then the decoders
+    columnar.py    the usual file, every line of one shape, read and checked as Arrow columns
+    decoders.py    the typed msgspec decoders: the JSON documents, and the other files' lines
+    batch.py       what a check of a batch gives (Checked) and the store's rows from it
 """
