@@ -159,7 +159,8 @@ def ingest_command(folder: Path, store: Path, options: list[str]) -> dict[str, f
 
 
 def phase_import(trace: str, mode: ReadMode = "fast") -> dict[str, Any]:
-    from pipeline.importers import ImportOptions, import_line
+    from pipeline.importers.lines import import_line
+    from pipeline.importers.reader import ImportOptions
 
     # The program loaded and warmed: one import of the small fixture first loads every module an
     # import uses and starts Polars' thread pool (start-up has its own row), so the time and the

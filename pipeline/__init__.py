@@ -17,7 +17,7 @@ Where things go (each imports only the layers below it: tests/test_layers.py)::
     assessment/  pairs, intervals (a registry: intervals.METHODS), explanation, verdicts,
                  power, staleness of stored verdicts
     record/      run commands and write stored attempts (options parsed once: record/options.py)
-    importers/   profiler and harness formats (a registry: importers.IMPORTERS)
+    importers/   profiler and harness formats (a registry: importers.registry.IMPORTERS)
     study/       simulate, calibrate, plan        report/  the HTML report
     output/      one module per output format over result objects; the sinks
     cli/         one thin command per file: options -> one library call -> sinks

@@ -56,7 +56,7 @@ def ingest(
 
     ``source`` is an attempts folder (one subfolder per campaign) or a single campaign folder.
     Rejected attempts do not raise: they are listed in ``report.attempts`` (``outcome ==
-    "rejected"``) and ``report.issues`` (one :class:`pipeline.ingestion.validate.Issue` per problem,
+    "rejected"``) and ``report.issues`` (one :class:`pipeline.ingestion.files.Issue` per problem,
     its ``str()`` is the one-line message ``file:line: field "x": reason [code]``). A missing
     ``source`` folder or a store that cannot be written raises ``ExplainError``. ``engine`` runs
     the validation elsewhere (``pipeline.engines.open_engine("ray")``); this process writes.

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from pipeline.contract.declare import MAX_NAME_LENGTH
 from pipeline.contract.schemas import document_schema
-from pipeline.ingestion import bulk
-from pipeline.ingestion.validate import MAX_ISSUES_PER_FILE
+from pipeline.ingestion import columnar
+from pipeline.ingestion.files import MAX_ISSUES_PER_FILE
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 
@@ -94,7 +94,7 @@ def _told_apart(keys: list[bytes], offsets: list[int]) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=40))
 def test_the_probes_tell_apart_every_key(keys: list[bytes]) -> None:
-    assert _told_apart(keys, bulk._probes(keys))
+    assert _told_apart(keys, columnar._probes(keys))
 
 
 def test_the_probes_look_at_fewer_offsets_than_keys_however_long_the_keys() -> None:
@@ -102,9 +102,9 @@ def test_the_probes_look_at_fewer_offsets_than_keys_however_long_the_keys() -> N
     # where sorted neighbours of a length first differ (at most one per key)
     long_keys = [b"r" * 2_000_000 + bytes([i]) + b"z" * 1_000 for i in range(60)]
     keys = [*long_keys, b"attention", b"mlp", b"x" * 4_000_000]
-    candidates = bulk._split_offsets(sorted(set(keys)))
+    candidates = columnar._split_offsets(sorted(set(keys)))
     assert candidates == [2_000_000]
-    assert bulk._probes(keys) == [2_000_000] and _told_apart(keys, [2_000_000])
+    assert columnar._probes(keys) == [2_000_000] and _told_apart(keys, [2_000_000])
 
 
 # -- the error list of a file is capped ---------------------------------------------------------

@@ -15,14 +15,11 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingestion import bulk
+from pipeline.ingestion import bulk, columnar, decoders
 from pipeline.ingestion.attempts import ingest
-from pipeline.ingestion.validate import (
-    AttemptFiles,
-    parse_timestamp,
-    validate_document,
-    validate_measurements,
-)
+from pipeline.ingestion.files import validate_document, validate_measurements
+from pipeline.ingestion.folders import AttemptFiles
+from pipeline.ingestion.timestamps import parse_timestamp
 from pipeline.store.tables import Store
 
 M = Path("a/c1/r1/measurements.jsonl")
@@ -260,7 +257,7 @@ def test_the_columnar_reader_takes_files_of_one_shape_and_leaves_the_others() ->
         '"side":"baseline","repetition":1', '"side":"baseline,"repetition":1'
     )
     bodies = [one_shape, with_a_failed_run, swapped_keys, odd_quotes, one_shape]
-    vouched, _ = bulk.read_columnar([b.encode() for b in bodies])
+    vouched, _ = columnar.read_columnar([b.encode() for b in bodies])
     assert vouched.tolist() == [True, False, False, False, True]  # quotes paired anew after
     checked = bulk.check_lines([b.encode() for b in bodies])
     assert checked.accepted.tolist() == [True, True, True, False, True]  # typed decoders: 2, 3
@@ -307,7 +304,7 @@ def test_numbers_are_read_to_the_bits_of_python_float() -> None:
         ).replace('"repetition":0', f'"repetition":{i}')
         for i in range(2)
     )
-    vouched, parts = bulk.read_columnar([text.encode()])
+    vouched, parts = columnar.read_columnar([text.encode()])
     assert vouched.tolist() == [True]
     seconds = parts[0].breakdown["seconds"].to_numpy()
     expected = np.array([float(n) for n in HARD_NUMBERS] * 2)
@@ -366,7 +363,7 @@ def test_bulk_accepts_only_attempt_documents_the_precise_validator_accepts(
 ) -> None:
     body = _text({**ATTEMPT, **overrides}, style).encode("utf-8", "surrogatepass")
     files = AttemptFiles(Path("a/c1/r1"), {"attempt.json": body, "measurements.jsonl": b""})
-    fast = bulk.fast_attempt(files, benchmark=False)
+    fast = decoders.fast_attempt(files, benchmark=False)
     if fast is None:
         return
     document, issues = validate_document(Path("a/c1/r1/attempt.json"), body, "attempt")
@@ -425,7 +422,7 @@ def test_bulk_accepts_only_campaign_documents_the_precise_validator_accepts(
     body = _text(doc, style).encode("utf-8", "surrogatepass")
     if style == 5:
         body = b"\xef\xbb\xbf" + body.replace(b'"seed"', b'"seed":1,"seed"')
-    fast = bulk.fast_campaign(body, "c1")
+    fast = decoders.fast_campaign(body, "c1")
     if fast is None:
         return
     document, issues = validate_document(Path("a/c1/campaign.json"), body, "campaign")
@@ -487,7 +484,7 @@ def test_the_example_data_takes_the_bulk_path() -> None:
             folder,
             {p.name: p.read_bytes() for p in folder.iterdir() if p.suffix in (".json", ".jsonl")},
         )
-        assert bulk.fast_attempt(files, benchmark=False) is not None, folder
+        assert decoders.fast_attempt(files, benchmark=False) is not None, folder
 
 
 def test_attempts_the_bulk_path_leaves_to_the_precise_one_keep_their_place(

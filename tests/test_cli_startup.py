@@ -99,10 +99,10 @@ def test_jsonschema_loads_only_for_a_document_the_fast_checks_cannot_vouch_for(
     bad.write_text('{"schema": "explain-pipeline/campaign/v1"}')  # every other field missing
     code = (
         "import sys\n"
-        "from pipeline.importers import import_line\n"
+        "from pipeline.importers.lines import import_line\n"
         f"import_line('kineto', [{str(fixture)!r}], side='baseline', repetition=0)\n"
         "print('jsonschema' in sys.modules)\n"
-        "from pipeline.ingestion.validate import validate_campaign\n"
+        "from pipeline.ingestion.folders import validate_campaign\n"
         "from pathlib import Path\n"
         f"_, issues = validate_campaign(Path({str(tmp_path)!r}))\n"
         "print('jsonschema' in sys.modules, bool(issues))\n"

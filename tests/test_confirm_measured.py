@@ -16,7 +16,7 @@ from conftest import CliRun
 from helpers import workload as command
 
 from pipeline.contract.schemas import document_schema
-from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
+from pipeline.importers.registry import SUITE_FORMATS, SUITE_METRICS
 from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES
 from pipeline.record.options import (
     MEASURED_KEYS,

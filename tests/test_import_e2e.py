@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.assessment.campaigns import assess
 from pipeline.errors import ExitCode
-from pipeline.importers import import_line
+from pipeline.importers.lines import import_line
 from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt, write_campaign

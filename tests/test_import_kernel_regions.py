@@ -16,9 +16,10 @@ import pytest
 from conftest import cli_result as cli
 
 from pipeline.contract.declare import MAX_NAME_LENGTH, Side
-from pipeline.importers import ImportOptions, import_line
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kernels import DIGEST_CHARS, OTHER, REGION_NAME_MAX, region_name
+from pipeline.importers.lines import import_line
+from pipeline.importers.reader import ImportOptions
 
 IMPORT = Path(__file__).parent / "fixtures" / "import"
 REAL = IMPORT / "nsys" / "real_moe_cuda_gpu_kern_sum.csv"

@@ -13,9 +13,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.importers import ImportOptions, InputFile, build_line, import_run
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kineto import read, union_ns
+from pipeline.importers.lines import build_line
+from pipeline.importers.measurements import import_run
+from pipeline.importers.reader import ImportOptions, InputFile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "kineto"
 

@@ -14,9 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_validate import ANY_NUMBER, BASE_RUN, RUN_FIELDS
 
-from pipeline.importers import check_line
 from pipeline.importers.common import ImportFormatError
-from pipeline.ingestion.validate import check_document, parse_json, plainly_valid_line
+from pipeline.importers.lines import check_line
+from pipeline.ingestion.jsontext import parse_json
+from pipeline.ingestion.plain import plainly_valid_line
+from pipeline.ingestion.rules import check_document
 
 NAMES = st.sampled_from(["a", "b", "", "ü"])
 REGIONS = st.dictionaries(NAMES, ANY_NUMBER, max_size=3)

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import UsageError
-from pipeline.importers import ImportOptions, InputFile, build_line
 from pipeline.importers.common import ImportFormatError
+from pipeline.importers.lines import build_line
 from pipeline.importers.msprof import read
+from pipeline.importers.reader import ImportOptions, InputFile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "msprof"
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.importers import ImportOptions, InputFile, build_line
 from pipeline.importers.common import BYTE_UNITS, TIME_UNITS, ImportFormatError
+from pipeline.importers.lines import build_line
 from pipeline.importers.ncu import read
+from pipeline.importers.reader import ImportOptions, InputFile
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "ncu"
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.importers import ImportOptions, InputFile, build_line, parse_inputs
 from pipeline.importers.common import ImportFormatError
+from pipeline.importers.lines import build_line
 from pipeline.importers.nsys import NO_RANGES, read
+from pipeline.importers.reader import ImportOptions, InputFile, parse_inputs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "nsys"
 

@@ -11,14 +11,9 @@ import pytest
 from pipeline.cli.imports import import_command
 from pipeline.cli.record import round_command
 from pipeline.errors import UsageError
-from pipeline.importers import (
-    FORMATS,
-    IMPORTERS,
-    ImportOptions,
-    import_line,
-    importer,
-    listed,
-)
+from pipeline.importers.lines import import_line
+from pipeline.importers.reader import ImportOptions
+from pipeline.importers.registry import FORMATS, IMPORTERS, importer, listed
 
 FIXTURES = Path(__file__).parent / "fixtures"
 IMPORT = FIXTURES / "import"

@@ -13,8 +13,9 @@ import pytest
 from conftest import cli_result as cli
 from test_import_kineto import FIXTURES, _approx, _events, _reference
 
-from pipeline.importers import ImportOptions, InputFile, build_line, import_line
 from pipeline.importers.kineto import read
+from pipeline.importers.lines import build_line, import_line
+from pipeline.importers.reader import ImportOptions, InputFile
 
 CAMPAIGN = FIXTURES / "campaign"
 

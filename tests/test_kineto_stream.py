@@ -17,9 +17,11 @@ import pytest
 from msgspec import Raw
 from test_import_kineto import _gpu_trace
 
-from pipeline.importers import ImportOptions, import_line, kineto, kineto_stream
+from pipeline.importers import kineto, kineto_stream
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.kineto_stream import read_events
+from pipeline.importers.lines import import_line
+from pipeline.importers.reader import ImportOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "import" / "kineto"
 TRACES = ["cpu_steps.json", "cpu_nosteps.json.gz", "campaign/baseline-r0-a.json.gz"]
@@ -264,7 +266,7 @@ def test_undecodable_bytes_in_a_skipped_field_are_reported_as_by_the_whole_reade
 _ALLOCATOR_CHECK = """
 import os, sys
 if sys.argv[1] == "import":
-    from pipeline.importers import importer
+    from pipeline.importers.registry import importer
     importer("kineto").reader()
 else:  # the assess command loads Polars the same way, then finds no store
     from pipeline.cli import main

@@ -481,7 +481,7 @@ def test_round_needs_a_started_campaign_and_real_programs(
 def test_trace_kineto_imports_the_trace_each_run_leaves(
     campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipeline.importers import import_line
+    from pipeline.importers.lines import import_line
 
     copy = shlex.join(
         [
@@ -615,7 +615,8 @@ def test_campaign_subcommands_have_examples(
 
 # -- the quick start's example ----------------------------------------------------------------
 def test_the_numpy_example_writes_a_valid_measurement(tmp_path: Path) -> None:
-    from pipeline.ingestion.validate import check_document, validate_document
+    from pipeline.ingestion.files import validate_document
+    from pipeline.ingestion.rules import check_document
 
     data = Path(__file__).resolve().parent.parent / "data"
     target = tmp_path / "m.json"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_result
 
-from pipeline.importers import import_line
+from pipeline.importers.lines import import_line
 
 pytestmark = pytest.mark.slow  # every test runs real pytest-benchmark processes
 

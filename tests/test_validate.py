@@ -10,20 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.ingestion.validate import (
+from pipeline.ingestion.files import Issue, validate_document, validate_measurements
+from pipeline.ingestion.folders import (
     AttemptFiles,
-    Issue,
     check_directory_id,
-    check_document,
-    parse_json,
-    parse_timestamp,
-    plainly_valid_run,
     read_attempt_files,
     validate_attempt,
     validate_campaign,
-    validate_document,
-    validate_measurements,
 )
+from pipeline.ingestion.jsontext import parse_json
+from pipeline.ingestion.plain import plainly_valid_run
+from pipeline.ingestion.rules import check_document
+from pipeline.ingestion.timestamps import parse_timestamp
 
 M = Path("a/c1/r1/measurements.jsonl")
 OK_RUN = {"side": "baseline", "repetition": 0, "status": "ok", "metric": 0.04}

@@ -141,7 +141,7 @@ def overrides(what_if: Mapping[str, PolicyValue]) -> dict[str, PolicyValue]:
     for key, value in what_if.items():
         if key not in known:
             raise PolicyError(key, value, f"unknown policy field (known: {', '.join(known)})")
-    from pipeline.ingestion.validate import check_fields
+    from pipeline.ingestion.rules import check_fields
 
     problems = check_fields("campaign", ("policy",), what_if)
     if problems:

@@ -18,19 +18,18 @@ from pipeline.cli.common import (
 )
 from pipeline.contract.inert import inert
 from pipeline.errors import ExitCode, UsageError
-from pipeline.importers import (
-    DEFAULT_NAME_PATTERN,
+from pipeline.importers.folders import DEFAULT_NAME_PATTERN, import_folder
+from pipeline.importers.kernels import EVERY_KERNEL, gather_kernel_regions
+from pipeline.importers.measurements import import_run
+from pipeline.importers.reader import ImportOptions
+from pipeline.importers.registry import (
     FORMATS,
     KERNEL_REGION_FORMATS,
     NO_RUN_TIME_FORMATS,
     SUITE_FORMATS,
     SUITE_METRICS,
-    ImportOptions,
-    import_folder,
-    import_run,
     listed,
 )
-from pipeline.importers.kernels import EVERY_KERNEL, gather_kernel_regions
 from pipeline.output.sinks import is_stdout
 
 IMPORT_OPTIONS = [

@@ -1,7 +1,7 @@
 """The one declaration of every input rule: ``schemas/*.schema.json``, and what derives from it.
 
 The JSON Schemas are the declaration and everything else is read from them: the precise error
-path (jsonschema over the files, :mod:`pipeline.ingestion.validate`), the fast decoder (msgspec
+path (jsonschema over the files, :mod:`pipeline.ingestion.rules`), the fast decoder (msgspec
 structs built here from the same properties), the column checks of the bulk reader, the policy's
 defaults and bounds, and the CLI's choices and ranges (tests hold the docs' policy table to
 it). JSON Schema rather than msgspec structs is

@@ -281,7 +281,7 @@ def read_json(
     most ``limit`` bytes as stored and ``unzipped`` once decompressed; ``options`` go to
     ``json.loads`` (e.g. ``parse_float=Decimal``). Refused with a one-line error: nesting past
     MAX_JSON_DEPTH, a key written twice in one object, a number past FLOAT_MAX."""
-    from pipeline.ingestion.validate import nesting_depth
+    from pipeline.ingestion.jsontext import nesting_depth
 
     raw = read_input(path, limit, what)
     if raw[:2] == b"\x1f\x8b":

@@ -25,7 +25,6 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import ImportFormatError, fail, quoted, read_json
 from pipeline.importers.kineto_stream import read_events
 from pipeline.importers.naming import (
@@ -35,6 +34,7 @@ from pipeline.importers.naming import (
     SYNC_SUFFIX,
     C,
 )
+from pipeline.importers.reader import Imported, ImportOptions, InputFile
 
 DEFAULT_STEP = re.compile(r"ProfilerStep#(\d+)")
 STEP_LIKE = re.compile(r"(?i)(?:.*[-_. ])?(?:step|iter|iteration)[-_#. ]?\d+")

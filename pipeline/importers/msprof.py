@@ -19,7 +19,6 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 import polars as pl
 
-from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import (
     CsvTable,
     fail,
@@ -35,6 +34,7 @@ from pipeline.importers.common import (
 from pipeline.importers.kernels import regions_by_step
 from pipeline.importers.kineto import seconds, union_ns
 from pipeline.importers.naming import C
+from pipeline.importers.reader import Imported, ImportOptions, InputFile
 
 FILES = (
     "msprof/torch_npu CSV (op_summary, op_statistic, step_trace, kernel_details or step_trace_time)"

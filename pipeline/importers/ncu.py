@@ -13,7 +13,6 @@ from decimal import Decimal
 
 import polars as pl
 
-from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import (
     CsvTable,
     byte_factor,
@@ -27,6 +26,7 @@ from pipeline.importers.common import (
 )
 from pipeline.importers.kernels import regions_by_step
 from pipeline.importers.naming import C
+from pipeline.importers.reader import Imported, ImportOptions, InputFile
 
 METRICS: dict[str, tuple[str, str]] = {
     "dram__bytes_read.sum": (C.DRAM_BYTES_READ, "bytes"),

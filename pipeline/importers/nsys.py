@@ -15,7 +15,6 @@ from decimal import Decimal
 
 import polars as pl
 
-from pipeline.importers import Imported, ImportOptions, InputFile
 from pipeline.importers.common import (
     CsvTable,
     byte_factor,
@@ -35,6 +34,7 @@ from pipeline.importers.naming import (
     SYNC_SUFFIX,
     C,
 )
+from pipeline.importers.reader import Imported, ImportOptions, InputFile
 
 REPORTS = (
     "nsys stats CSV reports (cuda_gpu_kern_sum, cuda_api_sum, cuda_gpu_mem_time_sum, "

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UsageError
-from pipeline.importers import SUITE_FORMATS, Imported, ImportOptions, InputFile
 from pipeline.importers.common import MAX_SUITE_BYTES, TIME_UNITS, fail, quoted, read_json
+from pipeline.importers.reader import Imported, ImportOptions, InputFile
+from pipeline.importers.registry import SUITE_FORMATS
 
 STEP = "all"  # a flat breakdown is the one step "all" (contract §2.4)
 COUNTER_SEPARATOR = ":"  # counter "BENCHMARK:NAME"

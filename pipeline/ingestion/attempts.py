@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from pipeline.contract.files import ReadMode
 from pipeline.contract.inert import printable
+from pipeline.contract.layout import CAMPAIGN_FILE, MEASUREMENTS_FILE, MECHANISM_FILE, valid_id
 from pipeline.contract.policy import (
     POLICY_FIELDS,
     canonical_policy,
@@ -40,21 +41,16 @@ from pipeline.contract.policy import (
 from pipeline.contract.schemas import table
 from pipeline.engines import Engine, LocalEngine
 from pipeline.errors import ExitCode, StoreError, UsageError
-from pipeline.ingestion import bulk
-from pipeline.ingestion.validate import (
-    CAMPAIGN_FILE,
-    MEASUREMENTS_FILE,
-    MECHANISM_FILE,
+from pipeline.ingestion import bulk, decoders
+from pipeline.ingestion.batch import run_frames
+from pipeline.ingestion.files import Document, Issue, Run
+from pipeline.ingestion.folders import (
     AttemptFiles,
-    Document,
-    Issue,
-    Run,
-    parse_timestamp,
     read_attempt_files,
-    valid_id,
     validate_attempt,
     validate_campaign,
 )
+from pipeline.ingestion.timestamps import parse_timestamp
 from pipeline.store.integrity import NO_PLAN, integrity_errors
 from pipeline.store.tables import Store, Transaction
 
@@ -347,7 +343,7 @@ def _open_campaign(
     recorded as rejected in ``run`` and None is returned."""
     outside = _outside(folder, run.root)
     attempts = [] if outside else attempt_folders(folder)
-    fast = bulk.fast_campaign if mode == "fast" else None
+    fast = decoders.fast_campaign if mode == "fast" else None
     campaign, issues = (None, [outside]) if outside else validate_campaign(folder, fast)
     if campaign is None:
         run.campaigns.append({"campaign_id": folder.name, "outcome": "rejected"})
@@ -383,7 +379,7 @@ def _rows_in_batches(
 def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.DataFrame]:
     """Outcomes and new rows of a batch of attempts: the bulk check first (``fast`` mode); an
     attempt it does not accept goes through the precise validator (which names every error) one
-    by one. Both give their runs to the same row builder (``bulk.run_frames``)."""
+    by one. Both give their runs to the same row builder (``run_frames``, batch.py)."""
     bodies = [files.bodies[MEASUREMENTS_FILE] for _, files, _ in batch]
     checked = bulk.check_lines(bodies) if mode == "fast" else bulk.nothing_checked(len(batch))
     n_lines = np.bincount(checked.runs["attempt"].to_numpy(), minlength=len(batch))
@@ -394,7 +390,7 @@ def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.D
         cid, name, run = campaign.cid, files.folder.name, campaign.run
         fast = None
         if checked.accepted[i]:
-            fast = bulk.fast_attempt(files, benchmark=campaign.benchmark)
+            fast = decoders.fast_attempt(files, benchmark=campaign.benchmark)
         valid = None
         if fast is not None:
             attempt, mechanism, lines = fast[0], fast[1], int(n_lines[i])
@@ -422,8 +418,8 @@ def _validate_batch(batch: Sequence[_Pending], mode: ReadMode) -> dict[str, pl.D
             slow.append((i, valid.runs))
     cids = [campaign.cid for campaign, _, _ in batch]
     ids = [files.folder.name for _, files, _ in batch]
-    fast_rows = bulk.run_frames(cids, ids, checked, keep)
-    slow_rows = bulk.run_frames(cids, ids, bulk.parsed_runs(slow), ~keep)
+    fast_rows = run_frames(cids, ids, checked, keep)
+    slow_rows = run_frames(cids, ids, decoders.parsed_runs(slow), ~keep)
     out = {
         name: pl.DataFrame(found, schema=table(name).polars_schema(), strict=False)
         for name, found in rows.items()

@@ -120,7 +120,7 @@ def rejected_names(rows: pl.DataFrame) -> list[str]:
 
 def issue_text(row: Mapping[str, Any]) -> str:
     """One rejection as ingest printed it: ``file:line: field "f": message [code]``."""
-    from pipeline.ingestion.validate import Issue
+    from pipeline.ingestion.files import Issue
 
     return str(Issue(row["path"], row["line"], row["field"], row["code"], row["message"]))
 

@@ -15,7 +15,7 @@ from pipeline.contract.declare import schema_id
 from pipeline.contract.layout import CAMPAIGN_FILE, id_rule, valid_id
 from pipeline.contract.policy import policy_sha256, with_defaults
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingestion.validate import validate_document
+from pipeline.ingestion.files import validate_document
 from pipeline.record.options import RunOptions, ab_policy
 from pipeline.record.rounds import (
     RoundInterrupted,

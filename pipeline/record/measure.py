@@ -37,7 +37,7 @@ from typing import Any
 
 from pipeline.contract.files import InputFileError, MiB, read_regular
 from pipeline.errors import ExplainError, UsageError
-from pipeline.importers import SUITE_FORMATS, SUITE_METRICS
+from pipeline.importers.registry import SUITE_FORMATS, SUITE_METRICS
 
 RUSAGE_PREFIX = "rusage."
 METRIC_SOURCES = ("wall", "cpu")
@@ -246,7 +246,8 @@ def suite_fields(
 ) -> dict[str, Any]:
     """Breakdown, counters and metric from the harness's results file; the metric from the
     measurement file instead when the command wrote one there."""
-    from pipeline.importers import ImportOptions, import_line
+    from pipeline.importers.lines import import_line
+    from pipeline.importers.reader import ImportOptions
 
     assert options.suite is not None
     if set(written) - {"metric"}:

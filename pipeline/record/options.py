@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pipeline.contract.declare import SCHEDULE_DEFAULTS, Bounds, bounds
 from pipeline.errors import UsageError
-from pipeline.importers import SUITE_FORMATS, SUITE_METRICS, ImportOptions
+from pipeline.importers.reader import ImportOptions
+from pipeline.importers.registry import SUITE_FORMATS, SUITE_METRICS
 from pipeline.record import DEFAULT_TIMEOUT
 from pipeline.record.measure import COUNTER_SETS, METRIC_SOURCES, MeasureOptions
 

@@ -47,7 +47,8 @@ from pipeline.contract.layout import (
 )
 from pipeline.contract.policy import policy_sha256, sequential_sha256, with_defaults
 from pipeline.errors import ExitCode, ExplainError, UsageError
-from pipeline.ingestion.validate import Document, validate_campaign, validate_document
+from pipeline.ingestion.files import Document, validate_document
+from pipeline.ingestion.folders import validate_campaign
 from pipeline.record import environment, until
 from pipeline.record import progress as progress_lines
 from pipeline.record.measure import (

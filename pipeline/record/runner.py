@@ -27,7 +27,8 @@ from typing import Any, Literal
 
 from pipeline.contract.files import InputFileError, MiB, measured_file_problem, read_regular
 from pipeline.errors import ExplainError, UsageError
-from pipeline.ingestion.validate import check_document, field_name, parse_json
+from pipeline.ingestion.jsontext import field_name, parse_json
+from pipeline.ingestion.rules import check_document
 from pipeline.record import measure
 from pipeline.record.measure import MeasureFailure, MeasureOptions
 from pipeline.record.options import TraceOptions
@@ -334,7 +335,7 @@ def _with_trace(
 ) -> dict[str, Any]:
     """Breakdown and counters from the one trace the command left in $EXPLAIN_TRACE_DIR; the
     metric from the measurement file when the command wrote one, else the trace's."""
-    from pipeline.importers import import_line
+    from pipeline.importers.lines import import_line
 
     if set(written) - {"metric"}:
         raise _Outcome(

@@ -41,7 +41,7 @@ from pipeline.atomic import dump_json, dump_lines
 from pipeline.contract.layout import ATTEMPT_FILE, MEASUREMENTS_FILE, MECHANISM_FILE
 from pipeline.contract.policy import with_defaults
 from pipeline.errors import ExplainError
-from pipeline.ingestion.validate import Document
+from pipeline.ingestion.files import Document
 
 Stopped = Literal["pass", "decided", "futility", "max", "interrupted"]
 
@@ -84,7 +84,7 @@ def look(
     with this look added) and decide."""
     from pipeline.assessment.campaigns import assess_tables
     from pipeline.ingestion.attempts import attempt_tables
-    from pipeline.ingestion.validate import AttemptFiles
+    from pipeline.ingestion.folders import AttemptFiles
 
     document = {
         **attempt,
