@@ -23,8 +23,8 @@ def workload(*args: str, script: str | Path = WORKLOAD, seed: int | None = 0) ->
 PROGRESS_LINE = re.compile(
     r"round [^\n]*: \d+ of \d+ runs, \d+ pairs, \d+ failed \(\d+ s\)(; done)?\n"
 )
-"""The line a fixed round writes on stderr every 30 s and at its end when stderr is not a
-terminal, as under capsys (pipeline/record/progress.py): whether the 30-second one appears
+"""The line a fixed round writes on stderr every 30 s, and at its end after one of those, when
+stderr is not a terminal, as under capsys (pipeline/record/progress.py): whether they appear
 depends on how fast the machine ran the round, so a test of stderr leaves them out."""
 
 

@@ -2,10 +2,10 @@
 
 - ``--until-decided``: one line per look: the pairs so far, the verdict or the members decided,
   and the stop rule's state (go on to the next look, or stop and why).
-- A fixed round: a line every ``INTERVAL`` seconds (runs done, pairs so far, failed runs) and
-  one when its runs end, and none on a terminal, where the progress bar says the same. The
-  environment variable ``EXPLAIN_PROGRESS_INTERVAL`` (seconds) replaces the 30 s: it is for
-  tests, which then see the lines without waiting (docs/record.md).
+- A fixed round: a line every ``INTERVAL`` seconds (runs done, pairs so far, failed runs) and,
+  when it printed one, one when its runs end; none on a terminal, where the progress bar says
+  the same. The environment variable ``EXPLAIN_PROGRESS_INTERVAL`` (seconds) replaces the
+  30 s: it is for tests, which then see the lines without waiting (docs/record.md).
 - A suite round whose two sides measured different benchmarks: one line naming those on one
   side only (they pair with nothing), with the way out when the names differ only in their
   leading folders (pytest names a test by its path from its rootdir).
@@ -46,6 +46,7 @@ class Ticker:
     last: float = field(default=0.0)
     runs: int = field(default=0)
     failed: int = field(default=0)
+    lines: int = field(default=0)
 
     def __post_init__(self) -> None:
         self.started = self.last = self.clock()
@@ -58,11 +59,16 @@ class Ticker:
         if now - self.last < self.interval:
             return
         self.last = now
+        self.lines += 1
         self.say(self._line(now, pairs()))
 
     def end(self, pairs: int) -> None:
-        """When the runs end (all of them, or the round stopped): the last line, at any time."""
-        self.say(self._line(self.clock(), pairs) + "; done")
+        """When the runs end (all of them, or the round stopped): the last line, if the round
+        printed one before. A round shorter than one interval stays silent: its end line would
+        carry the seconds it took, the one thing in a round's output that varies with the
+        machine's speed, and a short round is not what a CI log needs to be told about."""
+        if self.lines:
+            self.say(self._line(self.clock(), pairs) + "; done")
 
     def _line(self, now: float, pairs: int) -> str:
         return (
