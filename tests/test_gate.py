@@ -356,8 +356,11 @@ def test_real_pytest_benchmark_suite_fails_the_regression_gate_on_the_slowed_ben
         "-q -p no:cacheprovider --benchmark-only --benchmark-json={results} "
         "--benchmark-max-time=0.02 --benchmark-min-rounds=5 -W ignore"
     )
-    a = f"{sys.executable} -m pytest {tmp_path / 'old'} {options}"
-    b = f"{sys.executable} -m pytest {tmp_path / 'new'} {options}"
+    # each side its own --rootdir (docs/suites.md): pytest names a test from its rootdir, which
+    # without one is the folder both the test's and the checkout's paths are in (/tmp for a
+    # checkout in /tmp), and the two sides' names would then differ
+    a = f"{sys.executable} -m pytest {tmp_path / 'old'} --rootdir {tmp_path / 'old'} {options}"
+    b = f"{sys.executable} -m pytest {tmp_path / 'new'} --rootdir {tmp_path / 'new'} {options}"
     args = ["ab", "--measure", "pytest-benchmark", "-n", "6", "--fail-on", "regression", a, b]
     code, out, err = _cli(args, capsys)
     assert code == 5, out + err

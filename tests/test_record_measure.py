@@ -168,6 +168,9 @@ def test_measure_pytest_benchmark_ab_gives_per_benchmark_intervals(
                 "-p",
                 "no:cacheprovider",
                 str(tmp_path / name),
+                # its own rootdir (docs/suites.md), or pytest names the tests from the folder
+                # both paths are in, the checkout's and this test's (/tmp for a checkout in /tmp)
+                f"--rootdir={tmp_path / name}",
                 "--benchmark-only",
                 "--benchmark-json={results}",
                 "--benchmark-max-time=0.02",
