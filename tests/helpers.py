@@ -3,10 +3,37 @@ fixtures are in conftest.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+
+CLI = Path(sys.executable).with_name("explain-pipeline")
+"""This environment's console script ``explain-pipeline``."""
+
+
+def cli_process(
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``explain-pipeline ARGS`` as a real process (``conftest.cli_result`` runs it in this one):
+    its exit code, stdout and stderr as text, whatever the exit code; ``env`` adds to this
+    process's environment; ``timeout`` (seconds) turns a hang into a failure."""
+    return subprocess.run(
+        [str(CLI), *args],
+        cwd=cwd,
+        env=None if env is None else {**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
 
 WORKLOAD = Path(__file__).with_name("record_workload.py")
 """The recorder's measured test command (tests/record_workload.py)."""

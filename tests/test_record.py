@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
-from helpers import without_progress, workload
+from helpers import CLI, without_progress, workload
 
 from pipeline.assessment.campaigns import assess
 from pipeline.ingestion.attempts import ingest
@@ -31,7 +31,6 @@ from pipeline.store.tables import Store
 
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
 MECHANISM = {
     "schema": "explain-pipeline/mechanism/v1",

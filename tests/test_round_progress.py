@@ -9,19 +9,17 @@ import itertools
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import cli_result
-from helpers import without_progress, workload
+from helpers import CLI, without_progress, workload
 
 from pipeline.record.options import RunOptions
 from pipeline.record.progress import Ticker, unmatched
 from pipeline.record.rounds import RoundRequest, record_round
 
 FAST, SLOW = workload("work=0"), workload("work=1000000")
-CLI = Path(sys.executable).with_name("explain-pipeline")
 SEQUENTIAL = ["--decision", "paired", "--interval", "sequential_t"]
 
 

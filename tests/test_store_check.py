@@ -13,12 +13,12 @@ from typing import Any
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
+from helpers import CLI
+from helpers import cli_process as cli
 
 import pipeline.store.tables
 from pipeline.contract.schemas import table
 from pipeline.store.tables import STORE_FORMAT, Store
-
-CLI = Path(sys.executable).with_name("explain-pipeline")
 
 
 def _samples(attempt: str, metric: float) -> pl.DataFrame:
@@ -53,10 +53,6 @@ def _attempts(attempt: str) -> pl.DataFrame:
 def outside_read(root: Path, name: str) -> pl.DataFrame:
     """The documented Polars recipe for reading one table from outside explain-pipeline."""
     return pl.scan_parquet(f"{root}/{name}/", hive_partitioning=True).collect()
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
 
 
 def test_outside_readers_see_the_old_table_while_a_write_is_staged(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -12,8 +11,6 @@ from conftest import cli_result as run_main
 
 from pipeline.errors import StoreError
 from pipeline.store.tables import Store
-
-CLI = Path(sys.executable).with_name("explain-pipeline")
 
 
 def _samples(attempt: str, metric: float) -> pl.DataFrame:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
-from helpers import workload
+from helpers import CLI, workload
 from scipy import stats
 
 from pipeline.assessment import sequential
@@ -23,7 +22,6 @@ from pipeline.store.tables import Store
 
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 FAST, SLOW = workload("work=0"), workload("work=1000000")  # exact values: 11x less work
 
 
