@@ -8,8 +8,66 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+
+CliRun = Callable[[Sequence[str]], tuple[int, str, str]]
+"""``run_cli(args)``: the exit code, stdout and stderr of ``explain-pipeline ARGS``."""
+
+
+def cli_result(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run the real entry point in this process: its exit code, stdout and stderr (the
+    ``run_cli`` fixture of conftest.py binds it to a test's ``capsys``)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def start_campaign(
+    folder: Path,
+    capsys: pytest.CaptureFixture[str],
+    *options: str,
+    metric: str = "seconds",
+    quiet: bool = True,
+) -> Path:
+    """``campaign start FOLDER --metric METRIC OPTIONS`` in this process; asserts that it exits 0
+    and, when ``quiet``, that it writes nothing on stderr; the folder."""
+    code, _, err = cli_result(
+        ["campaign", "start", str(folder), "--metric", metric, *options], capsys
+    )
+    if quiet:
+        assert (code, err) == (0, "")
+    else:
+        assert code == 0
+    return folder
+
+
+def round_args(
+    folder: Path, baseline: str, candidate: str, *extra: str, names: tuple[str, str] = ("a", "b")
+) -> list[str]:
+    """``round FOLDER`` of the commands ``baseline`` and ``candidate`` (labelled ``names``), no
+    warm-up, then ``extra``."""
+    return [
+        "round",
+        str(folder),
+        "--baseline",
+        names[0],
+        "--candidate",
+        names[1],
+        "--baseline-cmd",
+        baseline,
+        "--candidate-cmd",
+        candidate,
+        "--warmup",
+        "0",
+        *extra,
+    ]
+
 
 CLI = Path(sys.executable).with_name("explain-pipeline")
 """This environment's console script ``explain-pipeline``."""
