@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipeline.cli import main
@@ -90,6 +91,32 @@ def cli_process(
         text=True,
         timeout=timeout,
         check=False,
+    )
+
+
+INGESTED_TABLES = (
+    "campaigns",
+    "attempts",
+    "samples",
+    "breakdown",
+    "counters",
+    "expectations",
+    "integrity",
+)
+"""The tables ``ingest`` writes from a folder of attempts."""
+
+
+def sample_row(attempt: str, metric: float) -> pl.DataFrame:
+    """One ok baseline run of ``attempt`` as a row of the samples table (without campaign_id)."""
+    return pl.DataFrame(
+        {
+            "attempt_id": [attempt],
+            "side": ["baseline"],
+            "repetition": [0],
+            "status": ["ok"],
+            "metric": [metric],
+            "line": [1],
+        }
     )
 
 

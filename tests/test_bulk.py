@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from helpers import INGESTED_TABLES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -451,16 +452,7 @@ def test_a_valid_campaign_is_ingested_without_loading_jsonschema(tmp_path: Path)
 
 
 def _tables(store: Store) -> dict[str, pl.DataFrame]:
-    names = (
-        "campaigns",
-        "attempts",
-        "samples",
-        "breakdown",
-        "counters",
-        "expectations",
-        "integrity",
-    )
-    return {name: store.read(name).drop("source_dir", strict=False) for name in names}
+    return {name: store.read(name).drop("source_dir", strict=False) for name in INGESTED_TABLES}
 
 
 def test_bulk_and_precise_paths_store_the_same_tables(tmp_path: Path) -> None:

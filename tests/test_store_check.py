@@ -15,23 +15,11 @@ import pyarrow.dataset as ds
 import pytest
 from helpers import CLI
 from helpers import cli_process as cli
+from helpers import sample_row as _samples
 
 import pipeline.store.tables
 from pipeline.contract.schemas import table
 from pipeline.store.tables import STORE_FORMAT, Store
-
-
-def _samples(attempt: str, metric: float) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "attempt_id": [attempt],
-            "side": ["baseline"],
-            "repetition": [0],
-            "status": ["ok"],
-            "metric": [metric],
-            "line": [1],
-        }
-    )
 
 
 def _attempts(attempt: str) -> pl.DataFrame:

@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import cli_result as run_main
+from helpers import sample_row as _samples
 
 from pipeline.errors import StoreError
 from pipeline.store.tables import Store
-
-
-def _samples(attempt: str, metric: float) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "attempt_id": [attempt],
-            "side": ["baseline"],
-            "repetition": [0],
-            "status": ["ok"],
-            "metric": [metric],
-            "line": [1],
-        }
-    )
 
 
 @pytest.fixture
