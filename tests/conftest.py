@@ -1,30 +1,20 @@
-"""Shared test helpers: the command line run in-process (``run_cli``) and small stored-attempt
-campaigns written with pipeline/study/stored.py."""
+"""Shared test fixtures: the command line run in-process (``run_cli``, over helpers.cli_result)
+and small stored-attempt campaigns written with pipeline/study/stored.py."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import CliRun as CliRun
+from helpers import cli_result as cli_result
 
 from pipeline.assessment import boundary
-from pipeline.cli import main
 from pipeline.study.stored import write_attempt, write_campaign
-
-CliRun = Callable[[Sequence[str]], tuple[int, str, str]]
-"""``run_cli(args)``: the exit code, stdout and stderr of ``explain-pipeline ARGS``."""
-
-
-def cli_result(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """Run the real entry point in this process: its exit code, stdout and stderr."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
 
 
 @pytest.fixture

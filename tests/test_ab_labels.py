@@ -9,22 +9,18 @@ import re
 import shlex
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
-from helpers import workload
+from helpers import cli_process, workload
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 OLD = workload("work=60000", "fixed=1000")
 NEW = workload("work=30000", "fixed=1000")  # B is about twice as fast: PASS
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``explain-pipeline ARGS`` as a real process in ``cwd`` (this interpreter's code)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run(
-        [str(CLI), *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
-    )
+cli = partial(cli_process, env={"PYTHONPATH": os.pathsep.join(sys.path)})
+"""``explain-pipeline ARGS`` as a real process (pass ``cwd``) running this interpreter's code."""
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,12 @@ key probes are found in time linear in the keys' length, and a file's error list
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import write_example_campaign
+from helpers import cli_process as cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,12 +17,6 @@ from pipeline.contract.declare import MAX_NAME_LENGTH
 from pipeline.contract.schemas import document_schema
 from pipeline.ingestion import columnar
 from pipeline.ingestion.files import MAX_ISSUES_PER_FILE
-
-CLI = Path(sys.executable).with_name("explain-pipeline")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
 
 
 # -- the name bound: one declaration ------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from helpers import ANY_NUMBER, BASE_RUN, INGESTED_TABLES, NAMES, RUN_FIELDS, STAMPS, some_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,50 +24,6 @@ from pipeline.ingestion.timestamps import parse_timestamp
 from pipeline.store.tables import Store
 
 M = Path("a/c1/r1/measurements.jsonl")
-ANY_NUMBER = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([0, 0.0, -0.0, 10**400, True, None, "1", 1e-320]),
-)
-NAMES = st.sampled_from(["a", "b", "", "s\u00e9", "k\\ud800"])
-REGIONS = st.dictionaries(NAMES, ANY_NUMBER, max_size=3)
-
-
-def some_of(fields: dict[str, Any], most: int) -> st.SearchStrategy[dict[str, Any]]:
-    """Up to ``most`` of ``fields`` (name -> strategy of its value), each drawn from its own."""
-    return st.dictionaries(st.sampled_from(sorted(fields)), st.none(), max_size=most).flatmap(
-        lambda keys: st.fixed_dictionaries({k: fields[k] for k in keys})
-    )
-
-
-STAMPS = st.sampled_from(
-    ["2026-11-01T12:00:00Z", "2026-11-01T12:00:00", "9999-12-31T23:59:59-01:00", 5]
-)
-RUN_FIELDS = {
-    "side": st.sampled_from(["baseline", "candidate", "base", 1]),
-    "repetition": st.one_of(
-        st.integers(min_value=-2, max_value=2**64), st.sampled_from([1.0, "2", True, 2**63])
-    ),
-    "status": st.sampled_from(["ok", "failed", "done"]),
-    "metric": ANY_NUMBER,
-    "breakdown": st.one_of(
-        REGIONS,
-        st.dictionaries(st.sampled_from(["s0", "s1"]), st.one_of(REGIONS, ANY_NUMBER), max_size=2),
-    ),
-    "counters": REGIONS,
-    "order": st.sampled_from([0, 1, 2, -1, 1.0, None]),
-    "started_at": STAMPS,
-    "finished_at": STAMPS,
-    "extra": st.just(1),
-}
-BASE_RUN = {
-    "side": "baseline",
-    "repetition": 0,
-    "status": "ok",
-    "metric": 1.0,
-    "breakdown": {"s0": {"a": 0.5, "b": 2}},
-    "counters": {"k": 3},
-}
 
 
 def _text(doc: dict[str, Any], style: int) -> str:
@@ -451,16 +408,7 @@ def test_a_valid_campaign_is_ingested_without_loading_jsonschema(tmp_path: Path)
 
 
 def _tables(store: Store) -> dict[str, pl.DataFrame]:
-    names = (
-        "campaigns",
-        "attempts",
-        "samples",
-        "breakdown",
-        "counters",
-        "expectations",
-        "integrity",
-    )
-    return {name: store.read(name).drop("source_dir", strict=False) for name in names}
+    return {name: store.read(name).drop("source_dir", strict=False) for name in INGESTED_TABLES}
 
 
 def test_bulk_and_precise_paths_store_the_same_tables(tmp_path: Path) -> None:

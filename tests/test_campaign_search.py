@@ -141,6 +141,7 @@ def test_with_no_real_gain_every_pass_is_chance_and_lord_holds_its_level() -> No
     assert row["fdr"] > 0.3  # the plain rule adopts noise in about a third of such campaigns
 
 
+# Not conftest.cli_result: it leaves the captured output unread, for the test to read once.
 def _run(args: list[str]) -> int:
     with pytest.raises(SystemExit) as exc:
         main(args)

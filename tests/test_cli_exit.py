@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import CLI
 
 from pipeline import __version__
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
 # Buffered output, as on a user's machine (this one may set PYTHONUNBUFFERED, which would hide a
 # missing flush).

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import cli_result as run_main
+from helpers import cli_process
 
 from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
-
-CLI = Path(sys.executable).with_name("explain-pipeline")
 
 
 def test_ingest_prints_the_summary_and_exits_0(
@@ -78,12 +75,7 @@ def test_progress_bar_only_when_asked(
 def test_console_script_without_a_terminal_prints_no_progress_bar(
     attempts_dir: Path, tmp_path: Path
 ) -> None:
-    done = subprocess.run(
-        [str(CLI), "ingest", str(attempts_dir), "--store", str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = cli_process("ingest", str(attempts_dir), "--store", str(tmp_path / "s"))
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and "\r" not in done.stdout and "attempt/s" not in done.stdout
 
@@ -102,19 +94,13 @@ def test_query_answers(store_path: str, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_query_console_script(store_path: str) -> None:
-    done = subprocess.run(
-        [
-            str(CLI),
-            "query",
-            "SELECT campaign_id, count(*) FROM samples GROUP BY 1",
-            "--store",
-            store_path,
-            "--format",
-            "csv",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    done = cli_process(
+        "query",
+        "SELECT campaign_id, count(*) FROM samples GROUP BY 1",
+        "--store",
+        store_path,
+        "--format",
+        "csv",
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "campaign_id,len\nc1,24\n", "")
 

@@ -14,16 +14,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import cli_result as _cli
 from helpers import workload
-
-from pipeline.cli import main
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def _touch(marker: Path) -> str:

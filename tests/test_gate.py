@@ -6,9 +6,7 @@ suite for the slow one), exit codes and the lines that name the benchmarks."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,21 +15,14 @@ import numpy as np
 import polars as pl
 import pytest
 from assess_fixtures import Attempt, campaign, run, write_store
-from helpers import without_progress
+from conftest import cli_result as _cli
+from helpers import cli_process, without_progress
 
 from pipeline.assessment.campaigns import assess, gate
 from pipeline.assessment.gate import decide_gate, metric_member
-from pipeline.cli import main
 from pipeline.output.views import reference_note
 from pipeline.record.options import ab_policy
 from pipeline.store.tables import Store
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 # -- the rule ------------------------------------------------------------------------------------
@@ -287,17 +278,15 @@ def test_a_suite_round_and_its_ingest_warn_of_nothing_deprecated(tmp_path: Path)
     the test suite's warnings filter does not reach: ab with a suite, then ingest of the same
     folder again (the rows of replaced attempts dropped), run as processes with deprecation
     warnings on (`is_in` of a same-typed Series printed 10 of them before it was imploded)."""
-    cli = Path(sys.executable).with_name("explain-pipeline")
-    env = {**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning"}
     keep = tmp_path / "kept"
     a, b = _harness(tmp_path, 1.0), _harness(tmp_path, 1.5)
     runs = [
-        [str(cli), "ab", "--measure", "pytest-benchmark", "-n", "6", "--warmup", "0", a, b],
-        [str(cli), "ingest", str(keep), "--store", str(keep / ".explain-store")],
+        ["ab", "--measure", "pytest-benchmark", "-n", "6", "--warmup", "0", a, b],
+        ["ingest", str(keep), "--store", str(keep / ".explain-store")],
     ]
     runs[0] += ["--keep", str(keep)]
     for args, code in zip(runs, (5, 0), strict=True):  # ab: test_1 regressed, not PASS
-        done = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+        done = cli_process(*args, env={"PYTHONWARNINGS": "error::DeprecationWarning"})
         assert done.returncode == code, done.stdout + done.stderr
         assert "Warning" not in done.stderr, done.stderr
 

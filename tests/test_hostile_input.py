@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import cli_result, example_attempt, write_example_campaign
+from helpers import cli_process
 
 from pipeline.contract.policy import policy_sha256
 from pipeline.errors import UsageError
@@ -18,7 +17,6 @@ from pipeline.ingestion.attempts import IngestReport, ingest
 from pipeline.store.tables import Store
 from pipeline.study.stored import write_attempt
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 FIFO = "{}: is not a regular file (a FIFO) [not_a_file]"
 
 
@@ -167,13 +165,7 @@ def test_fifo_as_measurements_is_rejected_not_waited_on(
     path = two_campaigns / "c1" / "r002" / "measurements.jsonl"
     path.unlink()
     os.mkfifo(path)
-    done = subprocess.run(
-        [str(CLI), "ingest", str(two_campaigns), "--store", str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = cli_process("ingest", str(two_campaigns), "--store", str(tmp_path / "s"), timeout=60)
     assert (done.returncode, done.stderr) == (
         1,
         f"{path}: is not a regular file (a FIFO) [not_a_file]\n",
@@ -231,12 +223,8 @@ def test_huge_measurements_file_is_refused_before_it_is_read(
 def test_fifo_given_to_import_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "trace.json"
     os.mkfifo(path)
-    done = subprocess.run(
-        [str(CLI), "import", "kineto", str(path), "--side", "baseline", "--repetition", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = cli_process(
+        "import", "kineto", str(path), "--side", "baseline", "--repetition", "0", timeout=60
     )
     assert done.returncode == 1
     assert (

@@ -10,9 +10,9 @@ import re
 from typing import Any
 
 import pytest
+from helpers import ANY_NUMBER, BASE_RUN, RUN_FIELDS, some_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_validate import ANY_NUMBER, BASE_RUN, RUN_FIELDS
 
 from pipeline.importers.common import ImportFormatError
 from pipeline.importers.lines import check_line
@@ -33,9 +33,7 @@ LINE_FIELDS = {
 
 @settings(max_examples=400, deadline=None)
 @given(
-    overrides=st.dictionaries(st.sampled_from(sorted(LINE_FIELDS)), st.none(), max_size=2).flatmap(
-        lambda keys: st.fixed_dictionaries({k: LINE_FIELDS[k] for k in keys})
-    ),
+    overrides=some_of(LINE_FIELDS, 2),
     dropped=st.sets(st.sampled_from(sorted(BASE_RUN))),
 )
 def test_in_memory_check_accepts_only_lines_the_full_check_accepts(

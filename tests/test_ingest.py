@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from conftest import MECHANISM, example_attempt, example_runs, write_example_campaign
+from helpers import INGESTED_TABLES
 
 from pipeline.errors import ExitCode, UsageError
 from pipeline.ingestion.attempts import IngestReport, ingest
@@ -47,18 +48,7 @@ def test_every_input_table_gets_its_rows(attempts_dir: Path, store: Store) -> No
     assert report.exit_code == ExitCode.OK and report.issues == []
     assert outcomes(report) == {"r001": "ingested", "r002": "ingested"}
     # 2 attempts x 6 repetitions x 2 sides; 2 steps x 3 regions; 2 counters; 3 expectations
-    heights = {
-        t: store.read(t).height
-        for t in (
-            "campaigns",
-            "attempts",
-            "samples",
-            "breakdown",
-            "counters",
-            "expectations",
-            "integrity",
-        )
-    }
+    heights = {t: store.read(t).height for t in INGESTED_TABLES}
     assert heights == {
         "campaigns": 1,
         "attempts": 2,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
-from helpers import workload
+from helpers import round_args, start_campaign, workload
 from scipy import stats
 
 from pipeline.assessment import stopping
@@ -76,40 +76,10 @@ def test_sequential_columns_stop_early_on_clear_cases_and_rarely_pass_aa() -> No
 
 def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "loop"
-    run_main(
-        [
-            "campaign",
-            "start",
-            str(folder),
-            "--metric",
-            "cpu_seconds",
-            "--decision",
-            "paired",
-            "--interval",
-            "student_t",
-        ],
-        capsys,
-    )
+    options = ("--decision", "paired", "--interval", "student_t")
+    start_campaign(folder, capsys, *options, metric="cpu_seconds", quiet=False)
     same = workload("work=100000")
-    code, _, _ = run_main(
-        [
-            "round",
-            str(folder),
-            "--baseline",
-            "a",
-            "--candidate",
-            "b",
-            "--baseline-cmd",
-            same,
-            "--candidate-cmd",
-            same,
-            "-n",
-            "6",
-            "--warmup",
-            "0",
-        ],
-        capsys,
-    )
+    code, _, _ = run_main(round_args(folder, same, same, "-n", "6"), capsys)
     assert code == 0
     code, out, err = run_main(["plan", str(folder), "--effect-pct", "5,50"], capsys)
     assert (code, err) == (0, "")

@@ -3,19 +3,17 @@ symbolic link at its temporary name."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 from conftest import write_example_campaign
+from helpers import cli_process
 
 from pipeline.assessment.campaigns import assess
 from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 REFUSED = (
     "error: query reads only the store's tables: {name} would read a file or URL "
     "(pass --allow-files to allow it)\n"
@@ -32,12 +30,10 @@ def assessed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return store.root
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # A proxy that refuses every connection: any network attempt would fail differently.
-    env = {**os.environ, "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
-    return subprocess.run(
-        [str(CLI), *args], capture_output=True, text=True, check=False, env=env, cwd=cwd
-    )
+# A proxy that refuses every connection: any network attempt would fail differently.
+cli = partial(
+    cli_process, env={"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+)
 
 
 def test_table_functions_are_refused_in_every_spelling_then_allowed(

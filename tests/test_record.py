@@ -15,13 +15,15 @@ import sys
 import tempfile
 import time
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
-from helpers import without_progress, workload
+from helpers import CLI, start_campaign, without_progress, workload
 
 from pipeline.assessment.campaigns import assess
 from pipeline.ingestion.attempts import ingest
@@ -31,7 +33,6 @@ from pipeline.store.tables import Store
 
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.json"
 MECHANISM = {
     "schema": "explain-pipeline/mechanism/v1",
@@ -54,20 +55,15 @@ def moment(text: str) -> datetime:
 
 
 def start(folder: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> Path:
-    args = [
-        "campaign",
-        "start",
-        str(folder),
-        "--metric",
-        "cpu_seconds",
+    return start_campaign(
+        folder,
+        capsys,
         "--decision",
         "paired",
         "--require-explanation",
         *extra,
-    ]
-    code, _, err = run_main(args, capsys)
-    assert (code, err) == (0, "")
-    return folder
+        metric="cpu_seconds",
+    )
 
 
 @pytest.fixture
@@ -82,22 +78,7 @@ def mechanism(tmp_path: Path) -> Path:
     return path
 
 
-def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
-    return [
-        "round",
-        str(folder),
-        "--baseline",
-        "main",
-        "--candidate",
-        "change",
-        "--baseline-cmd",
-        baseline,
-        "--candidate-cmd",
-        candidate,
-        "--warmup",
-        "0",
-        *extra,
-    ]
+round_args = partial(helpers.round_args, names=("main", "change"))
 
 
 # -- order design ---------------------------------------------------------------------------

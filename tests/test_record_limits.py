@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from helpers import cli_process
 
 from pipeline.record import DEFAULT_TIMEOUT
 from pipeline.record.runner import MAX_MEASUREMENT_BYTES
 
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 HANG_GUARD = 120  # seconds: only so that a regression fails instead of hanging the suite
 OK = shlex.join([sys.executable, "-c", "pass"])  # metric: its wall-clock time
 
@@ -26,10 +26,7 @@ def python(code: str) -> str:
     return shlex.join([sys.executable, "-c", f"import os; {code}"])
 
 
-def explain(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CLI), *args], capture_output=True, text=True, timeout=HANG_GUARD, check=False
-    )
+explain = partial(cli_process, timeout=HANG_GUARD)
 
 
 @pytest.fixture

@@ -6,12 +6,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
-import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import cli_process
 
 pytestmark = pytest.mark.slow  # every run starts a Python process that imports torch (~1 s)
 
@@ -22,15 +23,11 @@ if importlib.util.find_spec("torch") is None:
         allow_module_level=True,
     )
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 WORK = Path(__file__).parent.parent / "data" / "torch_work.py"
 MECHANISM = WORK.with_name("torch_mlp.mechanism.json")  # mlp decrease, attention unchanged
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(CLI), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
-    )
+cli = partial(cli_process, timeout=600)
 
 
 def work(hidden: int) -> str:

@@ -6,19 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli_result as run_main
 from conftest import write_example_campaign
 
 from pipeline import ExplainError, assess, ingest, open_store
 from pipeline.assessment.accounting import Account
-from pipeline.cli import main
 from pipeline.output.views import accounting_text
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.mark.parametrize("option", ["--margin-pct", "--min-improvement-pct"])

@@ -12,19 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli_result as run_main
 
-from pipeline.cli import main
 from pipeline.study.stored import write_attempt, write_campaign
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPLAIN = [sys.executable, "-m", "pipeline"]
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.mark.slow

@@ -9,44 +9,22 @@ import itertools
 import os
 import re
 import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 from conftest import cli_result
-from helpers import without_progress, workload
+from helpers import CLI, round_args, start_campaign, without_progress, workload
 
 from pipeline.record.options import RunOptions
 from pipeline.record.progress import Ticker, unmatched
 from pipeline.record.rounds import RoundRequest, record_round
 
 FAST, SLOW = workload("work=0"), workload("work=1000000")
-CLI = Path(sys.executable).with_name("explain-pipeline")
 SEQUENTIAL = ["--decision", "paired", "--interval", "sequential_t"]
 
 
-def start(folder: Path, capsys: pytest.CaptureFixture[str], *policy: str) -> Path:
-    args = ["campaign", "start", str(folder), "--metric", "seconds", *policy]
-    assert cli_result(args, capsys)[0] == 0
-    return folder
-
-
-def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
-    return [
-        "round",
-        str(folder),
-        "--baseline",
-        "a",
-        "--candidate",
-        "b",
-        "--baseline-cmd",
-        baseline,
-        "--candidate-cmd",
-        candidate,
-        "--warmup",
-        "0",
-        *extra,
-    ]
+start = partial(start_campaign, quiet=False)
 
 
 def test_until_decided_prints_one_line_per_look_with_the_stop_rule(

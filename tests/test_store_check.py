@@ -13,25 +13,13 @@ from typing import Any
 import polars as pl
 import pyarrow.dataset as ds
 import pytest
+from helpers import CLI
+from helpers import cli_process as cli
+from helpers import sample_row as _samples
 
 import pipeline.store.tables
 from pipeline.contract.schemas import table
 from pipeline.store.tables import STORE_FORMAT, Store
-
-CLI = Path(sys.executable).with_name("explain-pipeline")
-
-
-def _samples(attempt: str, metric: float) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "attempt_id": [attempt],
-            "side": ["baseline"],
-            "repetition": [0],
-            "status": ["ok"],
-            "metric": [metric],
-            "line": [1],
-        }
-    )
 
 
 def _attempts(attempt: str) -> pl.DataFrame:
@@ -53,10 +41,6 @@ def _attempts(attempt: str) -> pl.DataFrame:
 def outside_read(root: Path, name: str) -> pl.DataFrame:
     """The documented Polars recipe for reading one table from outside explain-pipeline."""
     return pl.scan_parquet(f"{root}/{name}/", hive_partitioning=True).collect()
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
 
 
 def test_outside_readers_see_the_old_table_while_a_write_is_staged(tmp_path: Path) -> None:

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 from conftest import write_example_campaign
+from helpers import cli_process as cli
 
 from pipeline.assessment.campaigns import assess
 from pipeline.contract.schemas import table
 from pipeline.ingestion.attempts import ingest
 from pipeline.store.tables import Store
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 HINT = "see docs/store.md#damaged-files"
 
 
@@ -26,10 +24,6 @@ def store(tmp_path: Path) -> Store:
     ingest(tmp_path / "attempts", store)
     assess(store)
     return store
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, check=False)
 
 
 def rewrite(store: Store, name: str, change: pl.Expr | str) -> Path:

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import cli_result as run_main
+from helpers import sample_row as _samples
 
 from pipeline.errors import StoreError
 from pipeline.store.tables import Store
-
-CLI = Path(sys.executable).with_name("explain-pipeline")
-
-
-def _samples(attempt: str, metric: float) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "attempt_id": [attempt],
-            "side": ["baseline"],
-            "repetition": [0],
-            "status": ["ok"],
-            "metric": [metric],
-            "line": [1],
-        }
-    )
 
 
 @pytest.fixture

@@ -6,23 +6,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from helpers import sample_row as _samples
 
 from pipeline.contract.schemas import table
 from pipeline.errors import StoreError
 from pipeline.store.tables import Store
-
-
-def _samples(attempt: str, metric: float) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "attempt_id": [attempt],
-            "side": ["baseline"],
-            "repetition": [0],
-            "status": ["ok"],
-            "metric": [metric],
-            "line": [1],
-        }
-    )
 
 
 def test_scan_reads_only_the_wanted_campaigns_with_their_ids(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from assess_fixtures import Attempt, campaign, run, write_store
+from conftest import cli_result as _cli
 
-from pipeline.cli import main
 from pipeline.store.tables import Store
 
 HOSTILE = "@octocat ::error::x|y\nz"
@@ -89,13 +89,6 @@ def test_the_report_plots_each_attempts_benchmarks_with_the_margin_band(tmp_path
     assert (band["x0"], band["x1"]) == (pytest.approx(1 / 1.01), pytest.approx(1.01))
     names = {t.get("name") for t in figure["data"]}
     assert {"regressed", "improved", "unchanged", "inconclusive"} <= names
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    captured = capsys.readouterr()
-    return int(exit_info.value.code or 0), captured.out, captured.err
 
 
 def _member_rows(markdown: str, attempt: str) -> list[list[str]]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import cli_result as run_main
-from helpers import workload
+from helpers import CLI, round_args, workload
+from helpers import start_campaign as start
 from scipy import stats
 
 from pipeline.assessment import sequential
@@ -23,34 +23,7 @@ from pipeline.store.tables import Store
 
 pytestmark = pytest.mark.slow  # real processes, Ray, a browser or long simulations
 
-CLI = Path(sys.executable).with_name("explain-pipeline")
 FAST, SLOW = workload("work=0"), workload("work=1000000")  # exact values: 11x less work
-
-
-def start(folder: Path, capsys: pytest.CaptureFixture[str], *policy: str) -> Path:
-    code, _, err = run_main(
-        ["campaign", "start", str(folder), "--metric", "seconds", *policy], capsys
-    )
-    assert (code, err) == (0, "")
-    return folder
-
-
-def round_args(folder: Path, baseline: str, candidate: str, *extra: str) -> list[str]:
-    return [
-        "round",
-        str(folder),
-        "--baseline",
-        "a",
-        "--candidate",
-        "b",
-        "--baseline-cmd",
-        baseline,
-        "--candidate-cmd",
-        candidate,
-        "--warmup",
-        "0",
-        *extra,
-    ]
 
 
 SEQUENTIAL = ("--decision", "paired", "--interval", sequential.METHOD)

@@ -13,18 +13,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from conftest import cli_result as _cli
 from scipy import stats
 
 from pipeline.assessment import family, sequential, stopping
 from pipeline.assessment.sequential import Schedule
-from pipeline.cli import main
-
-
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 # -- the decision chance ---------------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import BASE_RUN, RUN_FIELDS, some_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -403,48 +404,9 @@ def test_issue_text_format() -> None:
 
 
 # -- the fast path for run lines never accepts what the full check rejects ---------------------
-ANY_NUMBER = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([0, 0.0, -0.0, 10**400, True, None, "1"]),
-)
-REGIONS = st.dictionaries(st.sampled_from(["a", "b", "c"]), ANY_NUMBER, max_size=3)
-RUN_FIELDS = {
-    "side": st.sampled_from(["baseline", "candidate", "base", 1]),
-    "repetition": st.one_of(
-        st.integers(min_value=-2, max_value=2**64), st.sampled_from([1.0, "2", True, 2**63])
-    ),
-    "status": st.sampled_from(["ok", "failed", "done"]),
-    "metric": ANY_NUMBER,
-    "breakdown": st.one_of(
-        REGIONS,
-        st.dictionaries(st.sampled_from(["s0", "s1"]), st.one_of(REGIONS, ANY_NUMBER), max_size=2),
-    ),
-    "counters": REGIONS,
-    "order": st.sampled_from([0, 1, 2, -1, 0.0, True, "0", None]),
-    "started_at": st.sampled_from(
-        ["2026-11-01T12:00:00.123456Z", "2026-11-01T12:00:00+02:00", "2026-11-01T12:00:00", "", 3]
-    ),
-    "finished_at": st.sampled_from(["2026-11-01T12:00:01Z", "2026-11-01 12:00", None]),
-    "extra": st.just(1),
-}
-
-
-BASE_RUN = {
-    "side": "baseline",
-    "repetition": 0,
-    "status": "ok",
-    "metric": 1.0,
-    "breakdown": {"s0": {"a": 0.5}},
-    "counters": {"k": 3},
-}
-
-
 @settings(max_examples=300, deadline=None)
 @given(
-    overrides=st.dictionaries(st.sampled_from(sorted(RUN_FIELDS)), st.none(), max_size=2).flatmap(
-        lambda keys: st.fixed_dictionaries({k: RUN_FIELDS[k] for k in keys})
-    ),
+    overrides=some_of(RUN_FIELDS, 2),
     dropped=st.sets(st.sampled_from(sorted(BASE_RUN))),
 )
 def test_fast_path_accepts_only_lines_the_full_check_accepts(
