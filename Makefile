@@ -55,11 +55,15 @@ test-lint:
 test-types:
 	$(BIN)/mypy pipeline tests benchmarks data
 
+# pytest on every core, each module whole in one worker (tests/README.md): a module's fixtures
+# that start a browser, a Ray cluster or record rounds then start once, as in one process.
+PYTEST_PARALLEL := -n auto --dist loadfile
+
 test-pytest:
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 quick: $(TESTED) $(NPM_TOOLS)  # the tests not marked slow (tests/README.md), for the edit-test loop
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
 bench: $(BIN)/explain-pipeline
 	$(BIN)/python -m compileall -q pipeline  # as an installed package is: no compiling per run

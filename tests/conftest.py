@@ -16,6 +16,13 @@ from helpers import cli_result as cli_result
 from pipeline.assessment import boundary
 from pipeline.study.stored import write_attempt, write_campaign
 
+# The commands the tests start are a user's commands, and under pytest-xdist (make test) they
+# would inherit its worker's variables: a real pytest-benchmark run started by a test then takes
+# itself for an xdist worker and disables benchmarking ("Can't have both --benchmark-only and
+# --benchmark-disable"). xdist itself reads its worker's id from its config, not from these.
+for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+    os.environ.pop(_name, None)
+
 
 @pytest.fixture
 def run_cli(capsys: pytest.CaptureFixture[str]) -> CliRun:
