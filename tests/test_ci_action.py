@@ -315,7 +315,7 @@ def test_the_action_runs_as_the_runner_runs_it(
     timed (docs/ci.md's bench/measure.py), so both effects are far beyond the noise of a loaded
     machine: the same work at both sides (an A/A) would PASS now and then."""
     runner = installed
-    for name in ("base", "head", "ab.md", "ab-junit.xml"):
+    for name in ("base", "head", "ab.md", "ab-junit.xml", "ab.html"):
         path = runner.workspace / name
         shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
     checkout(runner.workspace / "base", 1_000_000)
@@ -330,6 +330,7 @@ def test_the_action_runs_as_the_runner_runs_it(
     assert outputs == {
         "summary": given.get("summary", "explain-pipeline-summary.md"),
         "junit": given.get("junit", "explain-pipeline-junit.xml"),
+        "report": given.get("report", "explain-pipeline-report.html"),
         "exit-code": str(expected),
     }
     summary = (runner.workspace / outputs["summary"]).read_text()
@@ -338,6 +339,8 @@ def test_the_action_runs_as_the_runner_runs_it(
     assert "| round | attempt |" in (runner.temp / "step-summary.md").read_text()
     suites = ET.parse(runner.workspace / outputs["junit"]).getroot()
     assert suites.tag == "testsuites" and int(suites.get("failures", "0")) == (expected == 5)
+    page = (runner.workspace / outputs["report"]).read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "r001" in page  # the full table's page
     annotation = "::notice title=" if expected == 0 else "::error title="
     assert annotation in printed
     json.dumps(outputs)  # plain strings, as GITHUB_OUTPUT holds
@@ -422,12 +425,12 @@ def test_the_step_fails_with_ab_s_exit_code(
     assert argv[:3] == ["ab", "a", "b"]
 
 
-@pytest.mark.parametrize("name", ["summary", "junit"])
+@pytest.mark.parametrize("name", ["summary", "junit", "report"])
 @pytest.mark.parametrize("newline", ["\n", "\r"])
 def test_a_path_with_a_line_break_writes_no_output_line_of_its_own(
     stubbed: Runner, name: str, newline: str
 ) -> None:
-    """A `summary` or `junit` input holding a line break wrote its second line into
+    """A `summary`, `junit` or `report` input holding a line break wrote its second line into
     $GITHUB_OUTPUT (here: an exit-code of 0 for a step that failed); it is refused, exit 2,
     before ab runs."""
     given = {"baseline": "a", "candidate": "b", name: f"x.md{newline}exit-code=0"}

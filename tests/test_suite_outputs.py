@@ -272,7 +272,7 @@ def test_markdown_of_a_5000_benchmark_suite_keeps_under_the_cap_with_every_regre
     left = n - (len(rows) - 1)
     assert 2480 < left < n - 20
     note = f"… and {left:,} more members ({left - 2480:,} inconclusive, 2,480 unchanged) not"
-    assert note in markdown and "the full table is in the CSV and JSON outputs" in markdown
+    assert note in markdown and "the full table is in the HTML report" in markdown
 
 
 def test_a_document_too_long_without_any_member_row_is_cut_at_a_line_saying_so() -> None:

@@ -50,7 +50,10 @@ MEMBER_RANK = (
 added, inconclusive for
 want of data (a reason), other inconclusive, unchanged; by change within each
 (``views.members_in_order``). A table cut by the cap keeps the members that decide."""
-FULL_TABLE = "the full table is in the CSV and JSON outputs (ab: keep its campaign with --keep)"
+FULL_TABLE = (
+    "the full table is in the HTML report (ab --report FILE, which the GitHub action writes) and "
+    "in the CSV and JSON outputs (ab: keep its campaign with --keep)"
+)
 
 
 @singledispatch
