@@ -182,13 +182,19 @@ def _members_in_any_order(lines: list[str]) -> list[str]:
     return out
 
 
+_PROGRESS = re.compile(r"^round \S+: (?:\d+ of \d+ runs, \d+ pairs, \d+ failed \(|look \d+ at )")
+"""A round's progress lines on stderr (docs/record.md), which the page's command prints into
+its output: a fixed round one every 30 s (and one when its runs end, if it printed one), a round
+run until decided one per look. How many is the machine's speed (and the stop rule's draw), so a
+timed block's output is compared without them; the pages show what the round prints on stdout."""
+
 _ZERO_COUNT = re.compile(r" - (zero_baseline|zero_candidate)$")
 """A counter of events that may not happen in a run (voluntary context switches, major page
 faults) is 0 on one side in some rounds and not in others: no ratio there, by draw."""
 
 
 def normalized(lines: list[str], timed: bool) -> list[str]:
-    out = [line.rstrip() for line in lines]
+    out = [line.rstrip() for line in lines if not (timed and _PROGRESS.match(line))]
     while out and not out[-1]:
         out.pop()
     if timed:
@@ -431,6 +437,12 @@ def test_output_is_compared_exactly_or_with_the_timing_draw_left_free() -> None:
     counted = ["  counter rusage.major_faults   -     zero_baseline"]
     assert output_problem(counted, "counter rusage.major_faults 1.0 [0.9, 1.1] none", timed) is None
     assert output_problem(shown[:1], drawn, Mark("run", timed=True)) is not None
+    ticked = "round r001: 17 of 22 runs, 7 pairs, 0 failed (31 s)\n" + drawn
+    ticked += "round r001: 22 of 22 runs, 10 pairs, 0 failed (38 s); done\n"
+    assert output_problem(shown, ticked, timed) is None  # as many lines as the machine is slow
+    looked = "round r001: look 1 at 12 pairs: benchmarks 3 improved; stop (decided)\n" + drawn
+    assert output_problem(shown, looked, timed) is None
+    assert output_problem(shown, ticked, Mark("run")) is not None
     table = [
         "benchmarks: 3 members",
         "  pairs  ratio [low, high]  verdict",
