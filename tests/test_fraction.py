@@ -66,6 +66,8 @@ def reference_fraction(
             diffs[g] = vb - vc
         d_pairs.append(sum(v for g, v in diffs.items() if g in declared))
         t_pairs.append(sum(diffs.values()))
+    if regions and regions <= declared:
+        return None, None, None, "all_regions_declared"
     idx = np.random.Generator(np.random.PCG64(seed)).integers(0, n, size=(resamples, n))
     d_star = [sum(d_pairs[i] for i in row) / n for row in idx]
     t_star = [sum(t_pairs[i] for i in row) / n for row in idx]
@@ -193,6 +195,29 @@ def test_reasons(name: str, exps: list[dict[str, str]], n: int, reason: str) -> 
     a = noisy("r1", gain={"attn": 0.7}, exps=exps, n=n)
     assert computed([a])["r1"]["explained_fraction_reason"] == reason
     assert reference_fraction(a)[3] == reason
+
+
+def test_every_region_declared_gives_no_fraction() -> None:
+    """D = T in every pair when every region is declared: 1 [1, 1] by construction, which said
+    nothing (before the fix: explained_fraction 1.0 with the interval [1.0, 1.0])."""
+    one_ref = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]
+    a = noisy("r1", gain={"attn": 0.7}, exps=one_ref, seed=9)
+    for r in a.runs:  # a suite of two benchmarks, the other one the reference
+        for step in r["breakdown"].values():
+            del step["mlp"]
+    every = [expect("region", g, e) for g, e in (("attn", "decrease"), ("mlp", "increase"))]
+    every.append(expect("region", "ref", "decrease"))  # no reference: raw sums, ref a region
+    b = noisy("r2", gain={"attn": 0.7}, exps=every, seed=10)
+    c = noisy("r3", gain={"attn": 0.7}, exps=[*one_ref, expect("region", "gone", "decrease")])
+    got = computed([a, b, c])
+    for x in (a, b):
+        row = got[x.attempt_id]
+        assert row["explained_fraction_reason"] == "all_regions_declared"
+        assert row["explained_fraction"] is None and row["explained_fraction_low"] is None
+        assert reference_fraction(x)[3] == "all_regions_declared"
+    # mlp is left undeclared: a fraction, whatever else is declared
+    assert_matches(got["r3"], reference_fraction(c))
+    assert got["r3"]["explained_fraction"] is not None
 
 
 def test_a_paired_run_without_breakdown_is_not_applicable() -> None:

@@ -18,7 +18,8 @@ from pipeline.store.tables import Store
 FIGURE = re.compile(r'<script type="application/json" data-plot="([^"]+)">(.*?)</script>', re.S)
 
 
-def _page(tmp_path: Path, environment: str | None) -> str:
+def _page(tmp_path: Path, environment: str | None, mlp: tuple[float, float] | None = None) -> str:
+    """``mlp``: the baseline's and the candidate's value of an undeclared region."""
     runs = []
     for rep in range(8):  # attn 1.0 -> 0.5 and the second run of each repetition 3% slower
         first = rep % 2 == 0
@@ -29,6 +30,8 @@ def _page(tmp_path: Path, environment: str | None) -> str:
             ("candidate", 0.5, slow_c, 1 if first else 0),
         ):
             bd = {"attn": attn * drift * slow, "ref": 1.0 * drift * slow}
+            if mlp is not None:
+                bd["mlp"] = mlp[side == "candidate"] * drift * slow
             runs.append({**run(side, rep, sum(bd.values()), breakdown=bd), "order": order})
     exps = [expect("region", "attn", "decrease"), expect("region", "ref", "unchanged")]
     store = Store(tmp_path / "s")
@@ -74,6 +77,23 @@ def test_strip_plot_lines_are_named_in_its_legend(tmp_path: Path) -> None:
 def test_fraction_order_bias_and_environment_are_shown(tmp_path: Path) -> None:
     page = _page(tmp_path, '{"cpu":"Xeon","host":"box-1"}')
     section = page[page.index('<article id="attempt-r1">') :]
-    assert re.search(r"explains 1\.0+ of the saving \[", section)
+    # attn and the reference are the only regions: 1 [1, 1] by construction is not shown (before
+    # the fix: "explains 1.0000 of the saving [1.0000, 1.0000]")
+    assert "of the saving" not in section
+    assert (
+        'explained fraction: <span class="reason" title="reason code: all_regions_declared">'
+        "every measured region is declared to change" in section
+    )
     assert "ORDER BIAS · order effect 0.94" in section
     assert "environment: cpu <b>Xeon</b> · host <b>box-1</b>" in section
+
+
+def test_a_fraction_is_shown_with_its_interval(tmp_path: Path) -> None:
+    """attn saves 0.5 of the reference, the undeclared mlp 0.25: attn explains 2/3 of the saving."""
+    page = _page(tmp_path, None, mlp=(1.0, 0.75))
+    section = page[page.index('<article id="attempt-r1">') :]
+    shown = re.search(r"explains (\d\.\d{4}) of the saving \[(\d\.\d{4}), (\d\.\d{4})\]", section)
+    assert shown is not None
+    estimate, low, high = (float(x) for x in shown.groups())
+    assert estimate == pytest.approx(2 / 3, abs=1e-3)
+    assert low <= estimate <= high

@@ -31,7 +31,13 @@ from pipeline.assessment.quantities import (
     pair_keys,
 )
 
-FractionReason = Literal["not_applicable", "too_few_pairs", "no_reference_time", "total_unchanged"]
+FractionReason = Literal[
+    "not_applicable",
+    "too_few_pairs",
+    "no_reference_time",
+    "all_regions_declared",
+    "total_unchanged",
+]
 COLUMNS = {
     "explained_fraction": pl.Float64,
     "explained_fraction_low": pl.Float64,
@@ -74,8 +80,9 @@ def _pairs_without_breakdown(samples: pl.LazyFrame, breakdown: pl.LazyFrame) -> 
 
 
 def per_pair(frames: PairFrames, expectations: pl.LazyFrame, samples: pl.LazyFrame) -> pl.LazyFrame:
-    """Per pair of every attempt: D and T (0 when no region value exists) and the flag
-    no_reference_time; ATTEMPT, repetition, D, T, no_ref."""
+    """Per pair of every attempt: D and T (0 when no region value exists), the flag
+    no_reference_time and whether every region of the pair is declared (then D = T);
+    ATTEMPT, repetition, D, T, no_ref, all_declared."""
     refs = _with_references(expectations).with_columns(pl.lit(True).alias("has_refs"))
     evidence = (
         frames.regions.lazy()
@@ -99,13 +106,16 @@ def per_pair(frames: PairFrames, expectations: pl.LazyFrame, samples: pl.LazyFra
         T=pl.col("d"),
     )
     flags = evidence.group_by(*ATTEMPT, "repetition").agg(
-        (pl.col("flag") == "no_reference_time").any().alias("no_ref")
+        (pl.col("flag") == "no_reference_time").any().alias("no_ref"),
+        pl.col("declared").fill_null(False).all().alias("all_declared"),
     )
     return (
         pair_keys(samples)
         .join(sums, on=[*ATTEMPT, "repetition"], how="left")
         .join(flags, on=[*ATTEMPT, "repetition"], how="left")
-        .with_columns(pl.col("D", "T").fill_null(0.0), pl.col("no_ref").fill_null(False))
+        .with_columns(
+            pl.col("D", "T").fill_null(0.0), pl.col("no_ref", "all_declared").fill_null(False)
+        )
     )
 
 
@@ -125,7 +135,9 @@ def _reasons(
         .with_columns(pl.lit(True).alias("declares"))
     )
     counts = values.group_by(ATTEMPT).agg(
-        pl.len().alias("n"), pl.col("no_ref").any().alias("no_ref")
+        pl.len().alias("n"),
+        pl.col("no_ref").any().alias("no_ref"),
+        pl.col("all_declared").all().alias("all_declared"),
     )
     policy = campaigns.select("campaign_id", "min_pairs", *INTERVAL_POLICY)
     reason = (
@@ -135,6 +147,9 @@ def _reasons(
         .then(pl.lit("too_few_pairs"))
         .when(pl.col("no_ref"))
         .then(pl.lit("no_reference_time"))
+        # every region declared: D = T in every pair, a fraction of 1 by construction
+        .when(pl.col("all_declared"))
+        .then(pl.lit("all_regions_declared"))
     )
     return (
         attempts.select(ATTEMPT)
@@ -142,7 +157,7 @@ def _reasons(
         .join(_pairs_without_breakdown(samples, breakdown), on=ATTEMPT, how="left")
         .join(counts, on=ATTEMPT, how="left")
         .join(policy, on="campaign_id")
-        .with_columns(pl.col("n").fill_null(0), pl.col("no_ref").fill_null(False))
+        .with_columns(pl.col("n").fill_null(0), pl.col("no_ref", "all_declared").fill_null(False))
         .with_columns(reason.alias("reason"))
     )
 

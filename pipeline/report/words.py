@@ -34,6 +34,8 @@ REASON_WORDS: dict[str, str] = {
     "explanation_not_declared": "no mechanism was declared",
     # report-only diagnostics
     "not_applicable": "not applicable",
+    "all_regions_declared": "every measured region is declared to change: the fraction would be 1 "
+    "by construction",
     "total_unchanged": "the total saving is within the noise",
     "no_order": "the run order was not recorded",
     "too_few_per_order": "too few pairs for each run order",
