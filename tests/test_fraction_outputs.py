@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import polars as pl
 import pytest
 from helpers import CliRun, workload
 
@@ -115,17 +114,3 @@ def test_an_undeclared_region_gives_a_fraction_in_every_output(
     shown = re.search(r"explains (\d\.\d{4}) of the saving \[", (tmp_path / "raw.html").read_text())
     assert shown is not None
     assert float(shown.group(1)) == pytest.approx(fraction["explained_fraction"], abs=5e-5)
-
-
-def test_a_row_stored_before_the_reason_is_recomputed(tmp_path: Path, run_cli: CliRun) -> None:
-    """A store assessed before `all_regions_declared` holds 1 [1, 1]: the next assess gives the
-    reason instead (before the fix: the row was up to date and kept its 1 [1, 1])."""
-    kept = _kept(tmp_path, run_cli, "old", ONE_REFERENCE)
-    store = Store(kept / ".explain-store")
-    old = store.read("assessments").with_columns(
-        *(pl.lit(1.0).alias(k) for k in FRACTION[:3]),
-        pl.lit(None, dtype=pl.String).alias(FRACTION[3]),
-    )
-    with store.transaction() as txn:
-        txn.put("assessments", "old", old)
-    assert _outputs(kept, run_cli)["store"]["explained_fraction_reason"] == "all_regions_declared"

@@ -231,19 +231,13 @@ def _scan(store: Store, name: str, todo: pl.DataFrame, sizes: Mapping[str, int])
 def _fresh(previous: pl.DataFrame, attempts: pl.DataFrame, campaigns: pl.DataFrame) -> pl.DataFrame:
     """Attempts assessed before with the same inputs, policy and campaign document."""
     # rows stored before the report-only columns existed have neither a value nor a reason;
-    # rows stored before `kind` (and the spreads, added with it) have no kind; rows stored
-    # before `all_regions_declared` hold its fraction of 1 [1, 1] (recomputing one that is a
-    # real 1 [1, 1] gives it again)
-    tautology = pl.all_horizontal(
-        pl.col(f"explained_fraction{end}") == 1.0 for end in ("", "_low", "_high")
-    ).fill_null(False)
+    # rows stored before `kind` (and the spreads, added with it) have no kind
     complete = pl.all_horizontal(
         *(
             pl.col(value).is_not_null() | pl.col(f"{value}_reason").is_not_null()
             for value in ("explained_fraction", "order_effect")
         ),
         pl.col("kind").is_not_null(),
-        ~tautology,
     )
     state = staleness(attempts, previous.filter(complete), campaigns)
     return state.filter(pl.col("problem").is_null()).select(ATTEMPT)
