@@ -34,6 +34,7 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Com
     return root, done
 
 
+@pytest.mark.slow
 def test_ab_report_writes_the_page_in_the_same_step(
     kept: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -47,6 +48,7 @@ def test_ab_report_writes_the_page_in_the_same_step(
     assert "report: out/ab.html" in done.stdout
 
 
+@pytest.mark.slow
 def test_ab_names_label_the_sides_in_ab_and_in_campaign_final(
     kept: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -65,6 +67,7 @@ def test_ab_names_label_the_sides_in_ab_and_in_campaign_final(
     assert max(len(lines[head]), len(lines[head + 1])) < 120  # the verdict table's width
 
 
+@pytest.mark.slow
 def test_the_printed_confirm_command_runs_as_printed(tmp_path: Path) -> None:
     """Fails before issue 32: the hint left out --store, so it ingested the campaign into the
     default store (./.explain-store) and confirmed nothing of the kept one's."""

@@ -72,6 +72,7 @@ def assessed(folder: Path, store: Store) -> Any:
 SEARCH = [("main", "a", 1.0), ("main", "b", 0.9), ("main", "c", 0.93), ("main", "d", 1.0)]
 
 
+@pytest.mark.slow
 def test_a_confirmation_round_is_never_eligible_and_changes_no_other_attempt(
     tmp_path: Path,
 ) -> None:

@@ -148,6 +148,7 @@ CODES = [
 
 
 @pytest.mark.parametrize("code", CODES)
+@pytest.mark.slow
 def test_integrity_row_blocks_only_its_campaign(tmp_path: Path, code: str) -> None:
     camps, attempts = campaigns_and_attempts()
     s = Store(tmp_path / "s")
@@ -202,6 +203,7 @@ def test_unchanged_inputs_recompute_nothing(store: Store, monkeypatch: pytest.Mo
     assert second.outcomes.equals(first.outcomes)
 
 
+@pytest.mark.slow
 def test_changed_attempt_alone_is_recomputed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,6 +229,7 @@ def test_changed_attempt_alone_is_recomputed(
     assert stored.equals(second.assessments)
 
 
+@pytest.mark.slow
 def test_changed_policy_recomputes_the_campaign(tmp_path: Path) -> None:
     camps, attempts = campaigns_and_attempts()
     s = Store(tmp_path / "s")
@@ -293,6 +296,7 @@ def test_bad_what_if(store: Store, what_if: dict[str, PolicyValue], message: str
         assess(store, what_if=what_if)
 
 
+@pytest.mark.slow
 def test_what_if_numbers_are_read_as_campaign_json_reads_them(store: Store) -> None:
     """An integer for a number field is that number: the same what-if, the same digest."""
     as_int = assess(store, what_if={"min_improvement_pct": 2})
@@ -301,6 +305,7 @@ def test_what_if_numbers_are_read_as_campaign_json_reads_them(store: Store) -> N
     assert as_int.what_if == as_float.what_if == {"min_improvement_pct": "2"}
 
 
+@pytest.mark.slow
 def test_batches_give_the_same_results(tmp_path: Path) -> None:
     camps, attempts = campaigns_and_attempts(3)
     s = Store(tmp_path / "s")
@@ -312,6 +317,7 @@ def test_batches_give_the_same_results(tmp_path: Path) -> None:
     assert small.outcomes.equals(whole.outcomes)
 
 
+@pytest.mark.slow
 def test_incremental_equals_fresh_bit_for_bit(tmp_path: Path) -> None:
     # Attempts added later are computed in a batch of their own, beside other attempts than in a
     # fresh assess of the same store: every number must still be the same to the last bit.
@@ -411,6 +417,7 @@ def _break(folder: Path, how: str) -> None:
         "mechanism_digest_missing",
     ],
 )
+@pytest.mark.slow
 def test_ingested_integrity_errors_block(tmp_path: Path, how: str) -> None:
     root = tmp_path / "attempts"
     _campaign_dir(root, "good")

@@ -227,6 +227,7 @@ def test_count_blocks_are_the_rows_of_the_single_draw(n: int, rows: int) -> None
 
 
 @pytest.mark.parametrize("n", [5, 12, 333])
+@pytest.mark.slow
 def test_intervals_from_blocks_of_counts_are_the_same_bits(n: int) -> None:
     rng = np.random.default_rng(n)
     x = rng.normal(0.02, 0.1, size=(n, 40))

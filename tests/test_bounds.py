@@ -56,6 +56,7 @@ def _with_region(attempts: Path, name: str) -> Path:
 
 @pytest.mark.parametrize("mode", [[], ["--precise"]])
 @pytest.mark.parametrize("length", [MAX_NAME_LENGTH + 1, 4 * 2**20])
+@pytest.mark.slow
 def test_a_name_over_the_bound_is_rejected_with_a_short_message(
     tmp_path: Path, length: int, mode: list[str]
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 from helpers import ANY_NUMBER, BASE_RUN, INGESTED_TABLES, NAMES, RUN_FIELDS, STAMPS, some_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,6 +51,7 @@ LINES = st.builds(
     style=st.integers(0, 5),
     layout=st.sampled_from(["plain", "blank", "crlf", "bom", "repeat", "two-per-line"]),
 )
+@pytest.mark.slow
 def test_bulk_accepts_only_files_the_precise_validator_accepts(
     docs: list[dict[str, Any]], style: int, layout: str
 ) -> None:
@@ -156,6 +158,7 @@ VALID_FIRST = st.sampled_from(
         ["none", "none", "none", "reordered", "spaced", "escaped", "missing", "extra", "null"]
     ),
 )
+@pytest.mark.slow
 def test_lines_of_one_shape_are_read_as_the_precise_validator_reads_them(
     first: dict[str, Any], count: int, data: st.DataObject, style: int, change: str
 ) -> None:
@@ -372,6 +375,7 @@ CAMPAIGN_FIELDS = {
     dropped=st.sets(st.sampled_from(sorted(CAMPAIGN))),
     style=st.integers(0, 5),
 )
+@pytest.mark.slow
 def test_bulk_accepts_only_campaign_documents_the_precise_validator_accepts(
     overrides: dict[str, Any], policy: dict[str, Any], dropped: set[str], style: int
 ) -> None:

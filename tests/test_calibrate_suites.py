@@ -93,6 +93,7 @@ def _reference(times: np.ndarray, n: int, slowdown: float, resamples: int) -> di
 
 
 @pytest.mark.parametrize("noise", NOISES)
+@pytest.mark.slow
 def test_the_vectorized_study_equals_a_plain_loop(noise: Noise) -> None:
     """Spread 0.3: wide enough that every method flags something at 8 pairs."""
     model = Model()

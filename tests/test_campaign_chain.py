@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_accounting import assessed, campaign
 
 from pipeline.ingestion.attempts import ingest
@@ -25,6 +26,7 @@ def final(tmp_path: Path, rounds: list[tuple[str, str, float]], fmt: str) -> str
     return render(FinalResult(ingest(folder.parent, store), result, "c1"), fmt)
 
 
+@pytest.mark.slow
 def test_a_chained_campaign_names_one_pick(tmp_path: Path) -> None:
     text = final(tmp_path, CHAIN, "table")
     tail = text[text.index("campaign accounting") :].splitlines()[1:]
@@ -42,6 +44,7 @@ def test_a_chained_campaign_names_one_pick(tmp_path: Path) -> None:
     assert tail[4].startswith("campaign's gain: not measured again: no confirmation round of r002")
 
 
+@pytest.mark.slow
 def test_the_markdown_names_the_same_pick(tmp_path: Path) -> None:
     text = final(tmp_path, CHAIN, "markdown")
     assert "**pick:** r002 (round 2, candidate b, the chain's last adopted step): PASS" in text
@@ -62,6 +65,7 @@ def test_a_chain_broken_by_a_baseline_never_recorded_says_so(tmp_path: Path) -> 
     assert "pick: r003 (round 3, candidate c, the chain's last adopted step): PASS" in text
 
 
+@pytest.mark.slow
 def test_an_unchained_campaign_keeps_its_best_attempt(tmp_path: Path) -> None:
     text = final(tmp_path, [("main", "a", 0.8), ("main", "b", 0.92)], "table")
     assert "best attempt: r001 (round 1, candidate a): PASS\n" in text

@@ -120,6 +120,7 @@ def test_lord_matches_the_plain_rule_on_small_p_values() -> None:
     assert (got == expected).all()
 
 
+@pytest.mark.slow
 def test_the_confirmation_is_unbiased_and_covers_where_the_pick_is_not() -> None:
     """Theory: the pick's selected estimate is the largest of several noisy ones (biased up);
     a fresh round of the pick is not (calibrate's default model, 2,000 campaigns)."""
@@ -131,6 +132,7 @@ def test_the_confirmation_is_unbiased_and_covers_where_the_pick_is_not() -> None
     assert row["chance_expected"] == pytest.approx(row["chance_measured"], abs=0.05)
 
 
+@pytest.mark.slow
 def test_with_no_real_gain_every_pass_is_chance_and_lord_holds_its_level() -> None:
     design = search.Design(rounds=(100,), share=0.0)
     row = search.search_study(campaigns=500, seed=2, design=design).rows.row(0, named=True)

@@ -92,6 +92,7 @@ def actionlint(files: list[Path]) -> list[str]:
 
 
 # -- lint ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yml"
     broken.write_text(
@@ -104,6 +105,7 @@ def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
     assert any('"nope"' in line for line in found), found
 
 
+@pytest.mark.slow
 def test_the_documented_workflows_and_the_action_pass_actionlint(tmp_path: Path) -> None:
     files = []
     for page in PAGES:
@@ -117,6 +119,7 @@ def test_the_documented_workflows_and_the_action_pass_actionlint(tmp_path: Path)
     assert actionlint(files) == []
 
 
+@pytest.mark.slow
 def test_actionlint_checks_the_action_s_steps(tmp_path: Path) -> None:
     """An input the action does not declare, or an output of a step that does not exist, is
     found in the action as in a workflow."""
@@ -461,6 +464,7 @@ def test_the_pins_are_in_pyproject_s_ranges() -> None:
         assert requirement.specifier.contains(version, prereleases=True), (text, version)
 
 
+@pytest.mark.slow
 def test_the_environment_s_key_follows_the_pins_and_the_python(tmp_path: Path) -> None:
     """The cache key: the same for the same Python and constraints.txt, another for another
     Python (a virtual environment is made for one)."""

@@ -134,6 +134,7 @@ def test_markdown_of_a_blocked_campaign_lists_its_integrity_errors(
 
 
 # -- JUnit --------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_junit_has_a_case_per_attempt_and_expectation(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -226,6 +227,7 @@ def _github(args: list[str], summary: Path, **extra: str) -> subprocess.Complete
     return subprocess.run([*EXPLAIN, *args], capture_output=True, text=True, env=env, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_github_actions_summary_and_annotations(store: Path, tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
@@ -266,6 +268,7 @@ def test_github_annotations_leave_json_on_stdout_alone(store: Path, tmp_path: Pa
     assert summary.read_text().startswith("### campaign b: BLOCKED")
 
 
+@pytest.mark.slow
 def test_github_gate_annotates_the_gated_attempt(store: Path, tmp_path: Path) -> None:
     done = _github(
         ["assess", "c", "--store", str(store), "--gate", "--attempt", "r1"], tmp_path / "s.md"
@@ -277,6 +280,7 @@ def test_github_gate_annotates_the_gated_attempt(store: Path, tmp_path: Path) ->
 
 
 # -- ab and campaign final ----------------------------------------------------------------------
+@pytest.mark.slow
 def test_ab_in_github_actions_writes_junit_summary_and_annotation(tmp_path: Path) -> None:
     """A real `ab` of two real commands (the measurement file written by each run)."""
     script = tmp_path / "measure.py"
@@ -357,6 +361,7 @@ def test_campaign_final_markdown_and_junit(
 
 
 # -- attempts rejected at ingest ----------------------------------------------------------------
+@pytest.mark.slow
 def test_attempts_rejected_at_ingest_are_named_in_every_ci_format(tmp_path: Path) -> None:
     """campaign final on a campaign whose r002 has a negative metric on line 3: the Markdown
     names it with ingest's error, JUnit has a case in error for it, GitHub an error annotation."""

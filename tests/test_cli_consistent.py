@@ -193,6 +193,7 @@ def test_what_if_seed_is_the_bootstrap_seed(capsys: pytest.CaptureFixture[str]) 
 
 
 # -- report --all with one shared plotly.js ----------------------------------------------------
+@pytest.mark.slow
 def test_report_all_shared_plotly(
     store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

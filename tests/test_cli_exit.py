@@ -20,6 +20,7 @@ KINETO = Path(__file__).parent / "fixtures" / "import" / "kineto" / "cpu_steps.j
 BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
 
 
+@pytest.mark.slow
 def test_output_to_a_file_is_flushed(tmp_path: Path) -> None:
     """Redirected to a file, stdout is block-buffered: without the flush the imported line
     (written with sys.stdout.write) would be lost."""

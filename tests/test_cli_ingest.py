@@ -72,6 +72,7 @@ def test_progress_bar_only_when_asked(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_console_script_without_a_terminal_prints_no_progress_bar(
     attempts_dir: Path, tmp_path: Path
 ) -> None:

@@ -89,6 +89,7 @@ def test_a_command_loads_no_other_commands_module(args: list[str], module: str |
     assert out.stdout.splitlines()[-1] == str([] if module is None else [module])
 
 
+@pytest.mark.slow
 def test_jsonschema_loads_only_for_a_document_the_fast_checks_cannot_vouch_for(
     tmp_path: Path,
 ) -> None:
@@ -111,6 +112,7 @@ def test_jsonschema_loads_only_for_a_document_the_fast_checks_cannot_vouch_for(
     assert out.stdout.split("\n")[:2] == ["False", "True True"]
 
 
+@pytest.mark.slow
 def test_assess_in_every_format_does_not_import_scipy_stats(tmp_path: Path) -> None:
     """scipy.stats costs every assess half a second or more of start-up (the 1,000-benchmark
     round of benchmarks/bench_family.py took 1.06 s beyond start-up with it, 0.60 s without):

@@ -114,6 +114,7 @@ def test_a_command_recorded_on_another_host_is_refused_and_not_run(
     assert "give --trust-recorded-commands to run them" in err
 
 
+@pytest.mark.slow
 def test_a_command_recorded_by_another_user_or_nowhere_said_is_refused(
     campaign: Path, tmp_path: Path, run_cli: CliRun
 ) -> None:
@@ -130,6 +131,7 @@ def test_a_command_recorded_by_another_user_or_nowhere_said_is_refused(
     assert not mark.exists()
 
 
+@pytest.mark.slow
 def test_trusted_commands_run_after_being_shown(
     campaign: Path, tmp_path: Path, run_cli: CliRun
 ) -> None:
@@ -148,6 +150,7 @@ def test_trusted_commands_run_after_being_shown(
     assert code == 0, err
 
 
+@pytest.mark.slow
 def test_the_shown_commands_are_escaped(campaign: Path, tmp_path: Path, run_cli: CliRun) -> None:
     doc = document(campaign / "r001")
     candidate = {"command": "true\n::error::forged", "cwd": "/"}
@@ -158,6 +161,7 @@ def test_the_shown_commands_are_escaped(campaign: Path, tmp_path: Path, run_cli:
     assert "\n::error" not in err
 
 
+@pytest.mark.slow
 def test_commands_edited_after_ingest_block_the_campaign(
     campaign: Path, tmp_path: Path, run_cli: CliRun
 ) -> None:
@@ -187,6 +191,7 @@ def test_commands_edited_after_ingest_block_the_campaign(
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+@pytest.mark.slow
 def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
     tmp_path: Path, script: Path, run_cli: CliRun, stop: signal.Signals
 ) -> None:
@@ -257,6 +262,7 @@ def test_an_interrupted_confirmation_counts_and_measuring_again_is_recorded(
     ).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_given_commands_other_than_the_recorded_ones_are_refused_or_recorded(
     campaign: Path, script: Path, run_cli: CliRun
 ) -> None:
@@ -292,6 +298,7 @@ def test_given_commands_other_than_the_recorded_ones_are_refused_or_recorded(
     assert "6 pairs, measured with given commands, not the recorded ones): " in out
 
 
+@pytest.mark.slow
 def test_a_confirmation_whose_folder_was_deleted_still_counts(
     campaign: Path, tmp_path: Path, run_cli: CliRun
 ) -> None:

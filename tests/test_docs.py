@@ -152,6 +152,7 @@ def test_code_blocks_pairs_outputs_with_their_code() -> None:
 
 
 @pytest.mark.parametrize("page", ["python.md", "zh/python.md"])
+@pytest.mark.slow
 def test_python_md_runs_as_written(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,6 +247,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_import_pipeline_is_light_and_the_api_names_are_stable() -> None:
     done = subprocess.run(
         [sys.executable, "-c", _IMPORTS], capture_output=True, text=True, check=False

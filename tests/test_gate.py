@@ -137,6 +137,7 @@ def test_assess_gate_fails_on_the_regressed_benchmark_and_names_it(
     assert block[7].strip().startswith("2 regressed")  # after the 5 members
 
 
+@pytest.mark.slow
 def test_identical_suites_pass_the_regression_and_change_gates(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -199,6 +200,7 @@ def _harness(tmp_path: Path, slow: float) -> str:
     return f"{sys.executable} {script} {{results}} {slow}"
 
 
+@pytest.mark.slow
 def test_ab_with_a_suite_decides_every_benchmark_by_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -219,6 +221,7 @@ def test_ab_with_a_suite_decides_every_benchmark_by_default(
     assert "benchmarks:" not in out
 
 
+@pytest.mark.slow
 def test_a_reference_that_regressed_is_shown_so_and_fails_the_regression_gate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -273,6 +276,7 @@ def test_a_reference_that_regressed_is_shown_so_and_fails_the_regression_gate(
     assert moved == " (a reference; its own verdict: improved 1.1000 [0.9000, 1.1000])"
 
 
+@pytest.mark.slow
 def test_a_suite_round_and_its_ingest_warn_of_nothing_deprecated(tmp_path: Path) -> None:
     """Polars reports a deprecated call made inside a query from its engine, on stderr, where
     the test suite's warnings filter does not reach: ab with a suite, then ingest of the same
@@ -291,6 +295,7 @@ def test_a_suite_round_and_its_ingest_warn_of_nothing_deprecated(tmp_path: Path)
         assert "Warning" not in done.stderr, done.stderr
 
 
+@pytest.mark.slow
 def test_round_with_a_suite_in_a_metric_campaign_says_how_to_decide_each(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -404,6 +409,7 @@ def test_a_failing_regression_gate_annotates_an_error_with_the_gate_first(
     assert "::error title=explain-pipeline%3A suite r001%3A t2 regressed::" in err
 
 
+@pytest.mark.slow
 def test_ab_passing_the_regression_gate_says_so_first_and_the_metric_verdict_below(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

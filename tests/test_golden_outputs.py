@@ -193,6 +193,7 @@ def _check(name: str, actual: str) -> None:
 
 # -- the cases ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("store_name", sorted(STORES))
+@pytest.mark.slow
 def test_assess_formats(
     store_name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -204,6 +205,7 @@ def test_assess_formats(
 
 
 @pytest.mark.parametrize("store_name", sorted(STORES))
+@pytest.mark.slow
 def test_assess_ci_outputs(
     store_name: str,
     tmp_path: Path,
@@ -225,6 +227,7 @@ def test_assess_ci_outputs(
 
 
 @pytest.mark.parametrize("folder", ["llama-decode-2026-11", "bert-serving-throughput", "edges"])
+@pytest.mark.slow
 def test_campaign_final_and_plan(
     folder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -243,6 +246,7 @@ AB_CASES = {"gain": 0.5, "same": 1.0}
 
 
 @pytest.mark.parametrize("case", sorted(AB_CASES))
+@pytest.mark.slow
 def test_ab_outputs(
     case: str,
     tmp_path: Path,
@@ -277,6 +281,7 @@ def test_ab_outputs(
     _check(f"ab-{case}-markdown", _normal(_document(code, out, err, files), tmp_path))
 
 
+@pytest.mark.slow
 def test_round_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`campaign start`, a fixed round, a round --until-decided and `campaign final`."""
     folder = tmp_path / "attempts" / "rounds"

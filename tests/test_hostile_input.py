@@ -159,6 +159,7 @@ def test_timestamp_outside_the_representable_years(
 
 
 # -- files that are not regular files, or too large -------------------------------------------
+@pytest.mark.slow
 def test_fifo_as_measurements_is_rejected_not_waited_on(
     two_campaigns: Path, tmp_path: Path
 ) -> None:

@@ -36,6 +36,7 @@ LINE_FIELDS = {
     overrides=some_of(LINE_FIELDS, 2),
     dropped=st.sets(st.sampled_from(sorted(BASE_RUN))),
 )
+@pytest.mark.slow
 def test_in_memory_check_accepts_only_lines_the_full_check_accepts(
     overrides: dict[str, Any], dropped: set[str]
 ) -> None:

@@ -78,6 +78,7 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_batch_imports_a_folder_as_one_file_in_one_process(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -106,6 +106,7 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+@pytest.mark.slow
 def test_pytest_benchmark_medians_sum_and_extra_info(
     pytest_benchmark_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -217,6 +218,7 @@ def test_damaged_and_foreign_files_are_clear_errors(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_pytest_names_are_node_ids_from_the_rootdir(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -169,6 +169,7 @@ def _store(tmp_path: Path, name: str, interval: str | None) -> Store:
 
 
 @pytest.mark.parametrize("method", ["student_t", "expanded_percentile"])
+@pytest.mark.slow
 def test_what_if_interval_equals_a_campaign_frozen_with_it(tmp_path: Path, method: str) -> None:
     frozen = assess(_store(tmp_path, "frozen", method), write=False)
     what = assess(_store(tmp_path, "default", None), write=False, what_if={"interval": method})

@@ -278,6 +278,7 @@ print("polars" in sys.modules, os.environ.get("_RJEM_MALLOC_CONF"))
 """
 
 
+@pytest.mark.slow
 def test_an_inherited_polars_default_is_not_a_users_setting() -> None:
     """A process started by one that loaded Polars inherits the variable Polars wrote; the
     setting is still made then (a benchmark that compared tables once lost it), not over a

@@ -31,6 +31,7 @@ print(json.dumps({"shown": shown, "cli_modules": loaded}))
 """
 
 
+@pytest.mark.slow
 def test_python_renders_what_the_cli_prints_without_loading_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -67,6 +68,7 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_nothing_below_the_cli_imports_it() -> None:
     offenders = [
         str(path.relative_to(ROOT))

@@ -105,6 +105,7 @@ def test_plan_on_a_recorded_campaign(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 2 and "record a round first" in err
 
 
+@pytest.mark.slow
 def test_ab_prices_a_verdict_that_is_not_pass(capsys: pytest.CaptureFixture[str]) -> None:
     same = workload("work=100000")
     code, out, _ = run_main(["ab", same, same, "-n", "6", "--warmup", "0"], capsys)

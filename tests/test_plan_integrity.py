@@ -151,6 +151,7 @@ def test_looks_the_plan_and_the_pairs_cannot_have_given_block_the_campaign(
     assert f"[{code}]" in out
 
 
+@pytest.mark.slow
 def test_consistent_plans_without_a_digest_and_interrupted_rounds_are_accepted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -169,6 +170,7 @@ def test_consistent_plans_without_a_digest_and_interrupted_rounds_are_accepted(
         assert _codes(tmp_path / "store2") == []
 
 
+@pytest.mark.slow
 def test_a_store_written_before_plans_were_digested_adopts_the_plan_it_sees(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -151,6 +151,7 @@ def _close(a: float | None, b: float | None) -> bool:
 
 
 @pytest.mark.parametrize("better", ["lower", "higher"])
+@pytest.mark.slow
 def test_comparisons_match_reference(better: str) -> None:
     rng = np.random.default_rng(7)
     attempts = [random_attempt(rng, f"r{i}", i) for i in range(12)]

@@ -36,6 +36,7 @@ cli = partial(
 )
 
 
+@pytest.mark.slow
 def test_table_functions_are_refused_in_every_spelling_then_allowed(
     assessed: Path, tmp_path: Path
 ) -> None:
@@ -72,6 +73,7 @@ def test_queries_over_the_store_tables_still_run(assessed: Path) -> None:
     assert (done.returncode, done.stdout) == (0, "n\n12\n"), done.stderr
 
 
+@pytest.mark.slow
 def test_report_never_writes_through_a_link_at_a_predictable_name(
     assessed: Path, tmp_path: Path
 ) -> None:

@@ -732,6 +732,7 @@ def example_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, Index
     return build_example_site(tmp_path_factory.mktemp("examples"))
 
 
+@pytest.mark.slow
 def test_example_report_shows_every_attempt_outcome_and_hypothesis(
     example_site: tuple[Store, IndexResult],
 ) -> None:

@@ -80,6 +80,7 @@ def suite_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     return write_report(suite_store(root / "store"), "suite", root / "r.html").read_text("utf-8")
 
 
+@pytest.mark.slow
 def test_each_attempt_has_a_row_per_member_the_failing_ones_first(suite_page: str) -> None:
     """Fails before issue 32: the benchmarks were only points of a hover plot."""
     tables = member_tables(suite_page)
@@ -163,6 +164,7 @@ def test_names_are_escaped_markup_and_format_characters(tmp_path: Path) -> None:
     assert rows[1]["cells"][0][1] == SCRIPT_NAME  # the sort key, decoded, is the name
 
 
+@pytest.mark.slow
 def test_a_5000_member_suite_lists_every_member_and_plots_the_first(tmp_path: Path) -> None:
     """A page the browser can hold: every member in the table, the plot capped at the first
     PLOTTED_MEMBERS in the table's order (a 5,000-row plot was 140,000 px tall)."""

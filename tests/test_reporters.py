@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import pytest
 
 from pipeline.cli import cli
 from pipeline.output import FORMATS, REPORTERS, Shown, formats
@@ -146,6 +147,7 @@ except SystemExit as exit:
 """
 
 
+@pytest.mark.slow
 def test_a_new_format_is_one_module_and_one_registry_entry(tmp_path: Path) -> None:
     junit = tmp_path / "v.xml"
     done = subprocess.run(

@@ -27,6 +27,7 @@ SEQUENTIAL = ["--decision", "paired", "--interval", "sequential_t"]
 start = partial(start_campaign, quiet=False)
 
 
+@pytest.mark.slow
 def test_until_decided_prints_one_line_per_look_with_the_stop_rule(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -49,6 +50,7 @@ def test_until_decided_prints_one_line_per_look_with_the_stop_rule(
     assert "; stop (" in last and "next look" not in last, last
 
 
+@pytest.mark.slow
 def test_a_suite_round_says_how_many_benchmarks_each_look_decided(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -70,6 +72,7 @@ def _request(folder: Path, capsys: pytest.CaptureFixture[str], n: int) -> RoundR
     )
 
 
+@pytest.mark.slow
 def test_a_fixed_round_prints_a_line_every_interval_of_its_clock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -156,6 +159,7 @@ def piped(args: list[str], cwd: Path, **variables: str) -> tuple[int, list[str]]
     return done.returncode, done.stderr.splitlines()
 
 
+@pytest.mark.slow
 def test_a_piped_until_decided_round_prints_each_look_with_its_numbers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -179,6 +183,7 @@ def test_a_piped_until_decided_round_prints_each_look_with_its_numbers(
 _SECONDS = re.compile(r" \(\d+ s\)")
 
 
+@pytest.mark.slow
 def test_a_piped_fixed_round_prints_a_line_per_interval_of_the_variable(tmp_path: Path) -> None:
     """`ab -n 5` (1 warm-up per side: 12 runs) with EXPLAIN_PROGRESS_INTERVAL=0: a line after
     every run, with the runs, pairs and failures so far, and the line of the end."""
@@ -195,6 +200,7 @@ def test_a_piped_fixed_round_prints_a_line_per_interval_of_the_variable(tmp_path
     ], err
 
 
+@pytest.mark.slow
 def test_a_piped_fixed_round_at_the_default_interval_says_only_its_intervals(
     tmp_path: Path,
 ) -> None:
@@ -211,6 +217,7 @@ def test_a_piped_fixed_round_at_the_default_interval_says_only_its_intervals(
         assert all(ticks.fullmatch(x) for x in lines[:-1]) and len(lines) >= 2, lines
 
 
+@pytest.mark.slow
 def test_a_round_shorter_than_its_interval_has_no_end_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -222,6 +229,7 @@ def test_a_round_shorter_than_its_interval_has_no_end_line(
 
 
 @pytest.mark.parametrize("value", ["x", "-1", "nan"])
+@pytest.mark.slow
 def test_a_bad_interval_is_a_usage_error_before_anything_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 from conftest import example_attempt, write_example_campaign
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,6 +84,7 @@ def stored_rows(store: Store) -> tuple[set[tuple[Any, ...]], ...]:
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(written=runs())
+@pytest.mark.slow
 def test_values_read_back_from_parquet_equal_the_json_input(written: list[dict[str, Any]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -48,6 +48,7 @@ def test_boundary_follows_the_documented_recipe(
 
 
 @pytest.mark.parametrize(("plan", "confidence"), [((6, 2, 10), 0.95), ((6, 2, 40), 0.95)])
+@pytest.mark.slow
 def test_the_shipped_table_holds_the_pinned_computation(
     plan: tuple[int, int, int], confidence: float
 ) -> None:
@@ -267,6 +268,7 @@ def test_at_a_gate_of_0_pct_a_spread_free_mean_of_0_cannot_pass() -> None:
     assert sequential.predictive_power(40, half * 1.001, 0.04, **kw) == 1.0
 
 
+@pytest.mark.slow
 def test_the_tests_pinned_constants_are_the_recipes() -> None:
     """tests/fixtures/sequential_constants.json (the constants a test session starts its cache
     with, tests/conftest.py): of the recipe in force, each where a constant must lie, and the

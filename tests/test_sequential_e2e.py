@@ -144,6 +144,7 @@ def test_report_draws_a_sequential_campaign(
     assert "sequential_t" in page and "plot-attempt-r001" in page
 
 
+@pytest.mark.slow
 def test_what_if_sequential_t_on_a_fixed_campaign(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -189,6 +190,7 @@ def test_a_bad_sequential_object_is_rejected_with_file_line_and_field(
     ]
 
 
+@pytest.mark.slow
 def test_rows_of_another_constant_recipe_are_recomputed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -59,6 +59,7 @@ def test_the_vectorized_study_equals_a_plain_loop(gain: float) -> None:
         assert {k: row[k] for k in expected} == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_sequential_t_keeps_its_error_rates_where_peeking_does_not() -> None:
     """1,000 log-normal attempts at a true gain equal to the gate (the worst case)."""
     study = sequential_study(

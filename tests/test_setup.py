@@ -112,6 +112,7 @@ def test_simulate_says_its_size_first_and_the_estimate_holds(
 
 
 @pytest.mark.parametrize("command", ["simulate", "calibrate"])
+@pytest.mark.slow
 def test_a_usage_error_comes_before_the_estimate_and_short_runs_are_quiet(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

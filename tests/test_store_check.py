@@ -58,6 +58,7 @@ def test_outside_readers_see_the_old_table_while_a_write_is_staged(tmp_path: Pat
     assert not (store.root / "_staging").exists()  # nothing left behind
 
 
+@pytest.mark.slow
 def test_an_interrupted_commit_is_reported_and_finished_by_store_repair(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -187,6 +188,7 @@ def _waiting_for_a_lock(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("command", ["query", "report"])
+@pytest.mark.slow
 def test_readers_wait_for_a_running_write_and_read_what_it_committed(
     tmp_path: Path, command: str
 ) -> None:
@@ -238,6 +240,7 @@ def test_readers_wait_for_a_running_write_and_read_what_it_committed(
         assert query.returncode == 2 and "c1" in err, err
 
 
+@pytest.mark.slow
 def test_the_store_format_is_written_by_a_write_and_checked_on_open(tmp_path: Path) -> None:
     """A store written before the format file (format 1) gets it at its next write, with the
     old marker gone; a store of a newer format is refused by every command, nothing changed."""

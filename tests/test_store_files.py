@@ -49,6 +49,7 @@ def rewrite(store: Store, name: str, change: pl.Expr | str) -> Path:
         ("assessments", "verdict", 'column "verdict" is missing', "report"),
     ],
 )
+@pytest.mark.slow
 def test_a_file_that_does_not_match_its_table_is_named_with_exit_1(
     store: Store, name: str, change: pl.Expr | str, problem: str, command: str, tmp_path: Path
 ) -> None:
@@ -67,6 +68,7 @@ def test_a_file_that_does_not_match_its_table_is_named_with_exit_1(
     assert f"{path}: {problem}; the file does not match table {name}" in check.stdout
 
 
+@pytest.mark.slow
 def test_a_truncated_input_file_is_noticed_when_results_would_be_reused(store: Store) -> None:
     path = store.partition_file("counters", "c1")
     data = path.read_bytes()
@@ -95,6 +97,7 @@ def test_in_every_file_names_only_nullable_columns_of_their_table() -> None:
     assert "metric" in table("samples").in_every_file
 
 
+@pytest.mark.slow
 def test_a_store_written_before_the_recorder_and_interval_columns_still_assesses(
     store: Store, tmp_path: Path
 ) -> None:
@@ -118,6 +121,7 @@ def test_a_store_written_before_the_recorder_and_interval_columns_still_assesses
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_damaged_data_page_behind_a_sound_footer_is_exit_1_naming_the_campaign(
     store: Store,
 ) -> None:
@@ -141,6 +145,7 @@ def _every_file_columns(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("column", _every_file_columns("samples"))
+@pytest.mark.slow
 def test_a_column_dropped_from_an_input_is_noticed_when_results_would_be_reused(
     store: Store, column: str
 ) -> None:
@@ -154,6 +159,7 @@ def test_a_column_dropped_from_an_input_is_noticed_when_results_would_be_reused(
     )
 
 
+@pytest.mark.slow
 def test_a_null_metric_of_an_ok_run_is_named_by_assess_and_store_check(store: Store) -> None:
     # before the fix: assess reuses the stored verdicts and store check says the store is clean
     first_ok = (pl.col("status") == "ok").arg_true().first()
@@ -171,6 +177,7 @@ def test_a_null_metric_of_an_ok_run_is_named_by_assess_and_store_check(store: St
     assert f"{path}: {problem} (store repair cannot fix this)" in check.stdout
 
 
+@pytest.mark.slow
 def test_a_null_in_a_non_nullable_column_is_named_by_store_check(store: Store) -> None:
     path = rewrite(store, "counters", pl.lit(None, dtype=pl.String).alias("counter"))
     rows = pl.read_parquet(path).height  # 4 repetitions x 2 sides x 2 counters
@@ -179,6 +186,7 @@ def test_a_null_in_a_non_nullable_column_is_named_by_store_check(store: Store) -
     assert f'{path}: column "counter" is null in {rows} row(s)' in check.stdout
 
 
+@pytest.mark.slow
 def test_a_failed_run_may_have_no_metric(store: Store) -> None:
     status = pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("failed")).otherwise("status")
     metric = pl.when(pl.int_range(pl.len()) == 0).then(None).otherwise("metric")

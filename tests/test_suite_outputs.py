@@ -229,6 +229,7 @@ def test_a_campaign_that_decides_its_metric_shows_no_benchmark_section(
     assert math.isfinite(len(out))
 
 
+@pytest.mark.slow
 def test_markdown_of_a_5000_benchmark_suite_keeps_under_the_cap_with_every_regression(
     store: Store,
 ) -> None:

@@ -107,6 +107,7 @@ def skipped(tmp_path: Path) -> tuple[Path, Path]:
     return old, new
 
 
+@pytest.mark.slow
 def test_a_skipped_slowest_benchmark_is_removed_and_fails_the_regression_gate(
     tmp_path: Path, skipped: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -130,6 +131,7 @@ def test_a_skipped_slowest_benchmark_is_removed_and_fails_the_regression_gate(
     ) in err.splitlines()
 
 
+@pytest.mark.slow
 def test_allow_removed_keeps_a_removed_benchmark_from_failing_the_gate(
     tmp_path: Path, skipped: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -146,6 +148,7 @@ def test_allow_removed_keeps_a_removed_benchmark_from_failing_the_gate(
         ), out
 
 
+@pytest.mark.slow
 def test_a_removed_benchmark_fails_the_change_gate_and_every_ci_output_names_it(
     tmp_path: Path,
     skipped: tuple[Path, Path],
@@ -179,6 +182,7 @@ def test_a_removed_benchmark_fails_the_change_gate_and_every_ci_output_names_it(
     assert any(x.startswith("::error ") and "removed" in x for x in annotations), annotations
 
 
+@pytest.mark.slow
 def test_an_added_benchmark_is_added_and_passes_the_regression_gate(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -198,6 +202,7 @@ def test_an_added_benchmark_is_added_and_passes_the_regression_gate(
     ) in err.splitlines()
 
 
+@pytest.mark.slow
 def test_a_kept_round_stores_the_rule_and_the_verdicts(
     tmp_path: Path, skipped: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -222,6 +227,7 @@ def test_a_kept_round_stores_the_rule_and_the_verdicts(
     assert code == 0, out + err
 
 
+@pytest.mark.slow
 def test_real_pytest_benchmark_in_every_run_names_the_skipped_benchmark_removed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -211,6 +211,7 @@ json.dump({"benchmarks": benchmarks}, open(sys.argv[1], "w"))
 """
 
 
+@pytest.mark.slow
 def test_round_until_decided_stops_when_every_benchmark_is_decided(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -409,6 +409,7 @@ def test_issue_text_format() -> None:
     overrides=some_of(RUN_FIELDS, 2),
     dropped=st.sets(st.sampled_from(sorted(BASE_RUN))),
 )
+@pytest.mark.slow
 def test_fast_path_accepts_only_lines_the_full_check_accepts(
     overrides: dict[str, Any], dropped: set[str]
 ) -> None:
