@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 import polars as pl
@@ -24,7 +24,7 @@ SCHEDULE = ["sequential_first_look", "sequential_look_every", "sequential_max_pa
 """The attempt's planned looks (table `attempts`): the `sequential_t` interval depends on them."""
 
 Quantity = Literal["metric", "region", "region_normalized", "share_speedup", "counter"]
-Reason = Literal[
+Reason = Literal[  # in the order of precedence (REASON_ORDER)
     "no_reference_time",
     "zero_share",
     "zero_baseline",
@@ -41,16 +41,9 @@ default streaming engine."""
 SHARE_NAME = "reference_share"
 """The `name` of the share_speedup comparison (one per attempt with reference regions)."""
 
-# When one quantity has several reasons, the first of this order is reported. Reasons that make
-# the ratio undefined come before too_few_pairs, which still reports an estimate.
-REASON_ORDER: tuple[Reason, ...] = (
-    "no_reference_time",
-    "zero_share",
-    "zero_baseline",
-    "zero_candidate",
-    "not_finite",
-    "too_few_pairs",
-)
+# When one quantity has several reasons, the first in Reason's order is reported. Reasons that
+# make the ratio undefined come before too_few_pairs, which still reports an estimate.
+REASON_ORDER: tuple[Reason, ...] = get_args(Reason)
 NOT_FINITE: Reason = "not_finite"
 """A value, a ratio, the estimate or a bound out of the floating-point range: a run's sum that
 overflowed (values near 1e308), a ratio of two such values (NaN), an interval bound past e^709.
