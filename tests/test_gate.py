@@ -431,3 +431,53 @@ def test_ab_passing_the_regression_gate_says_so_first_and_the_metric_verdict_bel
         assert "\nverdict of the metric: " in document and "**verdict:" not in document
     annotations = [line for line in err.splitlines() if line.startswith("::")]
     assert len(annotations) == 1 and annotations[0].startswith("::notice "), annotations
+
+
+def _moved_suite() -> tuple[dict[str, Any], Attempt]:
+    """A suite of 10 pairs: t0 twice as fast in the candidate (improved), t1 with no baseline
+    time (zero_baseline: not decided for want of data), t2 and t3 the same on both sides."""
+    runs = []
+    for rep in range(10):
+        wobble = 1 + 0.001 * (rep % 3)
+        for side in ("baseline", "candidate"):
+            regions = {
+                "t0": (0.001 if side == "candidate" else 0.002) * wobble,
+                "t1": 0.0 if side == "baseline" else 0.001 * wobble,
+                "t2": 0.003 * wobble,
+                "t3": 0.004 * wobble,
+            }
+            runs.append(run(side, rep, sum(regions.values()), breakdown=regions))
+    return campaign("moved", decision="paired", decide="regions"), Attempt("moved", "r001", 1, runs)
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "named"),
+    [
+        ("change", {"t0 improved", "t1 inconclusive (zero_baseline)"}),
+        ("regression", {"t1 inconclusive (zero_baseline)"}),
+        ("not-improved", set()),
+    ],
+)
+def test_every_member_that_fails_the_gate_gets_its_own_annotation(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fail_on: str,
+    named: set[str],
+) -> None:
+    """The check turns red for each member the gate fails on, so each is named where GitHub
+    shows it, at error level: an improvement under --fail-on change, a member not decided for
+    want of data under regression and change (fail closed); under not-improved none is."""
+    cid, attempt = _moved_suite()
+    write_store(Store(tmp_path / "store"), [cid], [attempt])
+    _github_env(monkeypatch, tmp_path)
+    args = ["assess", "moved", "--store", str(tmp_path / "store"), "--gate", "--fail-on", fail_on]
+    code, _, err = _cli(args, capsys)
+    assert code == 5, err
+    prefix = "::error title=explain-pipeline%3A moved r001%3A "
+    members = {
+        line[len(prefix) :].split("::", 1)[0]
+        for line in err.splitlines()
+        if line.startswith(prefix)
+    }
+    assert {m for m in members if not m.startswith("metric")} == named, err

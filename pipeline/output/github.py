@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import polars as pl
+
 from pipeline.assessment.campaigns import AssessResult, gated_attempt
-from pipeline.assessment.gate import Gate
+from pipeline.assessment.gate import Gate, failing
 from pipeline.output import views
 
 SUMMARY_LIMIT = 1024 * 1024
@@ -74,26 +76,43 @@ def annotation_lines(
         title = f"explain-pipeline: {cid} {row['attempt_id']} (round {row['round']})"
         out.append(_attempt_annotation(title, row, gate))
         members = split.benchmarks(cid, row["attempt_id"])
+        fails = _gate_fails(gate, row)
         out += [
             annotation(
                 _member_level(m["verdict"], gate),
                 f"explain-pipeline: {cid} {row['attempt_id']}: {views.member_label(m)} "
-                f"{m['verdict']}",
+                f"{m['verdict']}" + (f" ({m['reason']})" if m.get("reason") else ""),
                 views.member_message(m),
             )
-            for m in members.filter(members["verdict"].is_in(ANNOTATED)).iter_rows(named=True)
+            for m in members.filter(pl.col("verdict").is_in(ANNOTATED) | fails).iter_rows(
+                named=True
+            )
         ]
     return out
 
 
 ANNOTATED = ("regressed", "removed", "added")
 """The members that get an annotation of their own: a regression, and a benchmark one side
-only ran (a lost guard; a new one)."""
+only ran (a lost guard; a new one). Under a gate, so does every member that fails it
+(``--fail-on change``: an improvement too; ``regression`` and ``change``: a member not decided
+for want of data), so each member that turned the check red is named where GitHub shows it."""
+
+
+def _gate_fails(gate: Gate | None, row: Mapping[str, Any]) -> pl.Expr:
+    """Whether a member of ``row``'s attempt fails ``gate`` (False when the gate is another
+    attempt's, or none)."""
+    if gate is None or (gate.attempt["campaign_id"], gate.attempt["attempt_id"]) != (
+        row["campaign_id"],
+        row["attempt_id"],
+    ):
+        return pl.lit(False)
+    return failing(gate.fail_on)
 
 
 def _member_level(verdict: str, gate: Gate | None) -> str:
-    """``error`` for a regression or a removed benchmark (``warning`` under --allow-removed),
-    ``notice`` for an added one."""
+    """``notice`` for an added benchmark, ``warning`` for a removed one under --allow-removed,
+    ``error`` for every other annotated member (a regression, a removal, a member failing the
+    gate)."""
     if verdict == "added":
         return "notice"
     if verdict == "removed" and gate is not None and gate.allow_removed:
