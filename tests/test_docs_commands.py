@@ -284,17 +284,18 @@ class Line:
 
 def run_page(
     page: Path, folder: Path, snapshots: Snapshots | None
-) -> tuple[dict[tuple[int, int], Ran], list[str]]:
+) -> tuple[dict[tuple[int, int], Ran], list[str], bool]:
     """Every runnable block of ``page`` (and its setups) in order: the results by (block line,
-    command index), and what went wrong (an unexpected exit code stops the page). The page's
-    session starts in a fresh clone; an ``apart`` block runs in a fresh clone of its own."""
+    command index), what went wrong (an unexpected exit code stops the page), and whether it went
+    wrong in a timed block. The page's session starts in a fresh clone; an ``apart`` block runs
+    in a fresh clone of its own."""
     main = Line(folder / "page", snapshots)
     results: dict[tuple[int, int], Ran] = {}
     for step in steps(page):
         if isinstance(step, Setup):
             ran = main.run(step.command, TIMEOUT)
             if ran.code != 0:
-                return results, [f"{_rel(page)}:{step.line}: setup {step.command}: {ran}"]
+                return results, [f"{_rel(page)}:{step.line}: setup {step.command}: {ran}"], False
             continue
         if not runnable(step):
             continue
@@ -311,11 +312,15 @@ def run_page(
             expected = step.mark.exit if index == len(step.commands) - 1 else 0
             if ran.code != expected and not (step.mark.timed and {ran.code, expected} <= VERDICT):
                 tail = "\n".join(ran.output.splitlines()[-15:])
-                return results, [
-                    f"{_rel(page)}:{step.line}: {command.text!r} exited {ran.code}, "
-                    f"expected {expected}; it printed:\n{tail}"
-                ]
-    return results, []
+                return (
+                    results,
+                    [
+                        f"{_rel(page)}:{step.line}: {command.text!r} exited {ran.code}, "
+                        f"expected {expected}; it printed:\n{tail}"
+                    ],
+                    step.mark.timed,
+                )
+    return results, [], False
 
 
 def shown_output(block: Block, index: int, command: Command) -> list[str] | None:
@@ -360,15 +365,30 @@ def test_the_page_runs_as_written(english: Path, tmp_path: Path, snapshots: Snap
     (free in its output, and exit 0 or 5 alike), but a verdict the page does not show adds
     lines (a round that is not PASS prints the price of a gain; the quick start's A/A round is
     PASS in about 1 round of 100): when only timed output differs, the page runs once more, from
-    scratch, and must match then."""
-    pages = [english, chinese_page(english)]
+    scratch, and must match then. So it does when a command of a timed block exits with a code
+    the page does not expect: a timed round that draws no PASS leaves `campaign final --confirm`
+    nothing to confirm (exit 2; seen once with 4 test workers on 2 cores, the float32 gain of the
+    quick start measured at +10 % with a spread of 0.11 per pair). A page fails when its second
+    run, from scratch, fails too, and at once when an untimed block does."""
+    problems = page_problems(english, [english, chinese_page(english)], tmp_path, snapshots)
+    assert not problems, "\n\n".join(problems)
+
+
+def page_problems(
+    english: Path, pages: list[Path], folder: Path, snapshots: Snapshots | None
+) -> list[str]:
+    """What is wrong with ``pages`` (``english`` and its twins) when ``english`` runs, with a
+    timed draw given a second run from scratch (test_the_page_runs_as_written)."""
     for attempt, shared in (("first", snapshots), ("again", None)):
-        results, problems = run_page(english, tmp_path / attempt, shared)
-        assert not problems, "\n".join(problems)
+        results, problems, timed_stop = run_page(english, folder / attempt, shared)
+        if problems and not (timed_stop and attempt == "first"):
+            return problems
+        if problems:
+            continue
         found = [found for page in pages for found in compare_page(page, english, results)]
         if not found or any(not timed for timed, _ in found) or attempt == "again":
             break
-    assert not found, "\n\n".join(problem for _, problem in found)
+    return [problem for _, problem in found]
 
 
 # -- the harness itself can fail ------------------------------------------------------------------
@@ -500,7 +520,38 @@ def test_a_timed_block_exits_with_either_verdicts_code(
         page.write_text(
             f"<!-- doc-test: {mark} -->\n```\nexplain-pipeline --version; exit {exit_code}\n```\n"
         )
-        _, problems = run_page(page, tmp_path / f"run-{exit_code}", None)
+        _, problems, timed_stop = run_page(page, tmp_path / f"run-{exit_code}", None)
         assert bool(problems) == expect_problem, problems
+        assert timed_stop == (bool(problems) and "timed" in mark)
         if problems:
             assert f"exited {exit_code}, expected 0" in problems[0]
+
+
+@pytest.mark.parametrize(("mark", "runs", "fails"), [("run, timed", 2, False), ("run", 1, True)])
+def test_a_timed_block_that_fails_runs_once_more_from_scratch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mark: str, runs: int, fails: bool
+) -> None:
+    """A timed block that exits with a code the page does not expect (its round drew no PASS)
+    runs again from a fresh clone, and the page passes when that run does; an untimed block that
+    fails fails the page at once."""
+    monkeypatch.setattr(sys.modules[__name__], "_rel", lambda page: page.name)  # not in the repo
+    count = tmp_path / "count"  # outside the clones: how many times the block ran
+    page = tmp_path / "p.md"
+    page.write_text(
+        f"<!-- doc-test: {mark} -->\n```\n"
+        "explain-pipeline --version > /dev/null; "
+        f"n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}; test $n -ge 1\n```\n"
+    )
+    problems = page_problems(page, [page], tmp_path / "runs", None)
+    assert bool(problems) == fails, problems
+    assert int(count.read_text()) == runs
+
+
+def test_a_timed_block_that_fails_twice_fails_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "_rel", lambda page: page.name)
+    page = tmp_path / "p.md"
+    page.write_text("<!-- doc-test: run, timed -->\n```\nexplain-pipeline --version; exit 2\n```\n")
+    problems = page_problems(page, [page], tmp_path / "runs", None)
+    assert len(problems) == 1 and "exited 2, expected 0" in problems[0], problems
