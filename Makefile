@@ -56,8 +56,9 @@ test-types:
 	$(BIN)/mypy pipeline tests benchmarks data
 
 # pytest on every core, each module whole in one worker (tests/README.md): a module's fixtures
-# that start a browser, a Ray cluster or record rounds then start once, as in one process.
-PYTEST_PARALLEL := -n auto --dist loadfile
+# that start a browser, a Ray cluster or record rounds then start once, as in one process. The
+# modules start in collection order, the longest first (LONGEST_FIRST in tests/conftest.py).
+PYTEST_PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
 
 test-pytest:
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)

@@ -24,6 +24,35 @@ for _name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_
     os.environ.pop(_name, None)
 
 
+LONGEST_FIRST = (
+    "test_docs_commands.py",
+    "test_record_torch.py",
+    "test_ci_action.py",
+    "test_suite_sets.py",
+    "test_gate.py",
+    "test_report_browser.py",
+    "test_record_measure.py",
+    "test_record.py",
+    "test_suite_names.py",
+    "test_record_limits.py",
+    "test_confirm.py",
+    "test_ray_engine.py",
+    "test_store_files.py",
+    "test_round_progress.py",
+)
+"""The modules that take longest (seconds of a make test run, 3 Dec 2026: 120 down to 12),
+longest first. make test hands pytest-xdist whole modules in collection order
+(``--no-loadscope-reorder``; by default xdist starts with the modules of most tests, and a
+module of 3 long tests, torch's, was then among the last to start, its minute alone at the end).
+Starting the long ones first leaves the many short modules to fill both workers at the end.
+Order only: no test depends on another module having run (tests/README.md)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
 @pytest.fixture(scope="session", autouse=True)
 def children_skip_hypothesis_plugin() -> None:
     """The pytest runs a test starts (a real pytest-benchmark suite as a side's command) load
