@@ -390,17 +390,22 @@ def page_problems(
     english: Path, pages: list[Path], folder: Path, snapshots: Snapshots | None
 ) -> list[str]:
     """What is wrong with ``pages`` (``english`` and its twins) when ``english`` runs, with a
-    timed draw given a second run from scratch (test_the_page_runs_as_written)."""
+    timed draw given a second run from scratch (test_the_page_runs_as_written). What the first
+    run drew is kept in ``folder``/first-run.txt, and shown too when the second run fails: a
+    draw that keeps coming is a page or an example to mend, not luck."""
+    first: list[str] = []
     for attempt, shared in (("first", snapshots), ("again", None)):
         results, problems, timed_stop = run_page(english, folder / attempt, shared)
         if problems and not (timed_stop and attempt == "first"):
-            return problems
-        if problems:
-            continue
-        found = [found for page in pages for found in compare_page(page, english, results)]
-        if not found or any(not timed for timed, _ in found) or attempt == "again":
-            break
-    return [problem for _, problem in found]
+            return [*first, *problems]
+        if not problems:
+            found = [found for page in pages for found in compare_page(page, english, results)]
+            problems = [problem for _, problem in found]
+            if not found or any(not timed for timed, _ in found) or attempt == "again":
+                return [*first, *problems] if problems else []
+        first = [f"(the first run, from scratch before this one) {problem}" for problem in problems]
+        (folder / "first-run.txt").write_text("\n\n".join(problems) + "\n", encoding="utf-8")
+    raise AssertionError("unreachable: the second run returns")
 
 
 # -- the harness itself can fail ------------------------------------------------------------------
@@ -563,6 +568,8 @@ def test_a_timed_block_that_fails_runs_once_more_from_scratch(
     problems = page_problems(page, [page], tmp_path / "runs", None)
     assert bool(problems) == fails, problems
     assert int(count.read_text()) == runs
+    kept = tmp_path / "runs" / "first-run.txt"  # what the first run drew, kept
+    assert kept.exists() == (runs == 2) and (runs == 1 or "exited 1" in kept.read_text())
 
 
 def test_a_timed_block_that_fails_twice_fails_the_page(
@@ -572,4 +579,6 @@ def test_a_timed_block_that_fails_twice_fails_the_page(
     page = tmp_path / "p.md"
     page.write_text("<!-- doc-test: run, timed -->\n```\nexplain-pipeline --version; exit 2\n```\n")
     problems = page_problems(page, [page], tmp_path / "runs", None)
-    assert len(problems) == 1 and "exited 2, expected 0" in problems[0], problems
+    assert len(problems) == 2 and all("exited 2, expected 0" in p for p in problems), problems
+    assert problems[0].startswith("(the first run, from scratch before this one) p.md:2: ")
+    assert "exited 2, expected 0" in (tmp_path / "runs" / "first-run.txt").read_text()
