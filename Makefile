@@ -42,9 +42,11 @@ demo: $(BIN)/explain-pipeline
 	$(BIN)/explain-pipeline assess --all --store $(STORE)
 	$(BIN)/explain-pipeline report --all --store $(STORE) -o $(STORE)/report
 
-# The checks run side by side (make -j: the linters and mypy beside pytest, which is the longest;
-# each one's output is printed whole when it ends), and make test fails when any of them fails.
-test: $(TESTED) $(TORCH) $(NPM_TOOLS)
+# The checks run side by side (make -j; each one's output is printed whole when it ends), and make
+# test fails when any of them fails. The linters and mypy need only the test extras, so they run
+# while PyTorch installs (mypy reads torch as Any: pyproject.toml) and pytest, the longest, then
+# has both cores to itself.
+test: $(TESTED)
 	$(MAKE) --no-print-directory -j 3 --output-sync=target test-lint test-types test-pytest
 
 .PHONY: test-lint test-types test-pytest
@@ -60,7 +62,7 @@ test-types:
 # modules start in collection order, the longest first (LONGEST_FIRST in tests/conftest.py).
 PYTEST_PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
 
-test-pytest:
+test-pytest: $(TORCH) $(NPM_TOOLS)
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 quick: $(TESTED) $(NPM_TOOLS)  # the tests not marked slow (tests/README.md), for the edit-test loop
