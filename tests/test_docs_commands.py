@@ -282,8 +282,9 @@ README.md's folder and ran its commands there)."""
 @dataclass
 class Line:
     """A session that remembers its commands: a page that runs the same commands from a fresh
-    clone as an earlier page (the quick start is in README.md and docs/record.md) takes their
-    results and a copy of the folder they left, instead of running them again."""
+    clone as an earlier page (the set-up both quick starts begin with) takes their
+    results and a copy of the folder they left, instead of running them again, up to its first
+    recorded round (_RECORDS: README.md's and docs/record.md's quick starts record their own)."""
 
     folder: Path
     snapshots: Snapshots | None
